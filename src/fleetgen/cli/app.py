@@ -1,0 +1,28 @@
+"""The root `fleetgen` command; each stage registers its subcommands from its own module."""
+
+from __future__ import annotations
+
+import typer
+
+from fleetgen.cli import fleet as _fleet
+from fleetgen.cli import model as _model
+from fleetgen.cli._errors import run_guarded
+
+app = typer.Typer(
+    name="fleetgen",
+    help="Regenerate large synthetic datasets with a target model on a fleet of inference servers.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+_model.register(app)
+_fleet.register(app)
+
+
+def main() -> None:
+    run_guarded(app)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""`fleetgen up / status / down`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from fleetgen.config import field_help as _h
+from fleetgen.fleet import FleetConfig, ReplicaProgress, down, fleet_status, up
+from fleetgen.fleet.config import DEFAULT_STATE_DIR
+from fleetgen.fleet.engines import Phase
+
+console = Console(stderr=True)
+
+StateOpt = Annotated[Path, typer.Option("--state", help=_h(FleetConfig, "state_dir"))]
+ApiKeyOpt = Annotated[
+    Optional[str], typer.Option("--api-key", envvar="FLEETGEN_API_KEY", show_envvar=True, help=_h(FleetConfig, "api_key"))
+]
+
+
+def cmd_up(
+    ctx: typer.Context,
+    engine: Annotated[str, typer.Option(help=_h(FleetConfig, "engine"))] = "vllm",
+    model: Annotated[str, typer.Option(help=_h(FleetConfig, "model"))] = "smollm2",
+    replicas: Annotated[Optional[int], typer.Option(help=_h(FleetConfig, "replicas"))] = None,
+    gpus: Annotated[str, typer.Option(help=_h(FleetConfig, "gpus"))] = "all",
+    tp: Annotated[int, typer.Option(help=_h(FleetConfig, "tp"))] = 1,
+    host: Annotated[str, typer.Option(help=_h(FleetConfig, "host"))] = "127.0.0.1",
+    port_base: Annotated[int, typer.Option(help=_h(FleetConfig, "port_base"))] = 30000,
+    max_running_requests: Annotated[Optional[int], typer.Option(help=_h(FleetConfig, "max_running_requests"))] = None,
+    context_length: Annotated[Optional[int], typer.Option(help=_h(FleetConfig, "context_length"))] = None,
+    enforce_eager: Annotated[bool, typer.Option(help=_h(FleetConfig, "enforce_eager"))] = False,
+    startup_timeout: Annotated[float, typer.Option(help=_h(FleetConfig, "startup_timeout_s"))] = 1200,
+    state: StateOpt = DEFAULT_STATE_DIR,
+    api_key: ApiKeyOpt = None,
+    config: Annotated[Optional[Path], typer.Option(help="YAML file with a fleet config; flags given override it.")] = None,
+) -> None:
+    """Start a data-parallel fleet and return once every replica is verified. Engine flags go after `--`."""
+    from fleetgen.config import load_yaml, validate
+
+    base = load_yaml(config, FleetConfig).model_dump() if config else {}
+    flags = {
+        "engine": engine, "model": model, "replicas": replicas, "gpus": gpus, "tp": tp, "host": host,
+        "port_base": port_base, "max_running_requests": max_running_requests, "context_length": context_length,
+        "enforce_eager": enforce_eager, "startup_timeout_s": startup_timeout, "state_dir": state, "api_key": api_key,
+    }
+    for name, value in flags.items():
+        source = ctx.get_parameter_source(_param_name(name))
+        if not config or (source is not None and source.name not in ("DEFAULT",)):
+            base[name] = value
+    if ctx.args:
+        base["engine_args"] = list(base.get("engine_args") or []) + list(ctx.args)
+    cfg = validate(FleetConfig, base, source="flags")
+    fleet = asyncio.run(_up_with_live_view(cfg))
+    for r in fleet.replicas:
+        console.print(f"replica {r.index}: {r.endpoint}  pid {r.pid}  log {r.log_path}")
+    console.print(f"[green]fleet ready[/]: {len(fleet.replicas)} replica(s) of {fleet.served_model_name}; state in {cfg.state_dir}")
+
+
+def _param_name(field: str) -> str:
+    return {"startup_timeout_s": "startup_timeout", "state_dir": "state"}.get(field, field)
+
+
+async def _up_with_live_view(cfg: FleetConfig):
+    rows: dict[int, ReplicaProgress] = {}
+    if not sys.stderr.isatty():
+        last: dict[int, Phase] = {}
+
+        def on_progress(p: ReplicaProgress) -> None:
+            if last.get(p.index) != p.phase:
+                last[p.index] = p.phase
+                console.print(f"replica {p.index}: {p.phase.value} ({p.elapsed_s:.0f}s) {p.detail}")
+
+        return await up(cfg, on_progress=on_progress)
+
+    def render() -> Table:
+        t = Table(title="starting fleet", expand=False)
+        for col in ("replica", "phase", "elapsed", "detail"):
+            t.add_column(col)
+        for i in sorted(rows):
+            p = rows[i]
+            color = {"ready": "green", "failed": "red"}.get(p.phase.value, "yellow")
+            t.add_row(str(i), f"[{color}]{p.phase.value}[/]", f"{p.elapsed_s:.0f}s", p.detail)
+        return t
+
+    with Live(render(), console=console, refresh_per_second=2) as live:
+
+        def on_progress(p: ReplicaProgress) -> None:
+            rows[p.index] = p
+            live.update(render())
+
+        return await up(cfg, on_progress=on_progress)
+
+
+def cmd_status(
+    state: StateOpt = DEFAULT_STATE_DIR,
+    api_key: ApiKeyOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+) -> None:
+    """Show each replica: alive, healthy, probe latency, load, throughput, GPU memory of its processes."""
+    fleet, statuses = asyncio.run(fleet_status(state, api_key=api_key))
+    if as_json:
+        print(json.dumps({"engine": fleet.engine, "model": fleet.served_model_name, "replicas": [s.to_dict() for s in statuses]}, indent=2))
+        return
+    t = Table(title=f"fleet {fleet.served_model_name} ({fleet.engine})")
+    for col in ("replica", "endpoint", "pid", "alive", "healthy", "latency ms", "running", "waiting", "tok/s", "GPU MiB"):
+        t.add_column(col)
+    for s in statuses:
+        t.add_row(
+            str(s.index), s.endpoint, str(s.pid),
+            "[green]yes[/]" if s.alive else "[red]no[/]",
+            "[green]yes[/]" if s.healthy else "[red]no[/]",
+            _fmt(s.probe_latency_ms), _fmt(s.running), _fmt(s.waiting), _fmt(s.tokens_per_s), _fmt(s.gpu_memory_mib),
+        )
+    Console().print(t)
+    if not all(s.healthy for s in statuses):
+        raise typer.Exit(1)
+
+
+def _fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0f}" if float(v).is_integer() or abs(v) >= 10 else f"{v:.1f}"
+
+
+def cmd_down(
+    state: StateOpt = DEFAULT_STATE_DIR,
+    grace: Annotated[float, typer.Option(help=_h(FleetConfig, "stop_grace_s"))] = 20.0,
+) -> None:
+    """Stop the fleet (SIGTERM, then SIGKILL after the grace period); safe to run twice."""
+    n = down(state, grace_s=grace)
+    console.print(f"stopped {n} process(es)" if n else f"no fleet running from {state}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("up", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(cmd_up)
+    app.command("status")(cmd_status)
+    app.command("down")(cmd_down)

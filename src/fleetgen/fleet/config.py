@@ -1,0 +1,66 @@
+"""The fleet section of the config tree: what `fleetgen up` starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+
+from fleetgen.config import StrictModel
+
+DEFAULT_STATE_DIR = Path(".fleetgen/fleet")
+
+
+class FleetConfig(StrictModel):
+    engine: Literal["vllm", "sglang"] = Field("vllm", description="Inference engine each replica runs.")
+    model: str = Field("smollm2", description="Model path, or 'smollm2' for the embedded default.")
+    served_model_name: str | None = Field(
+        None, description="Name the servers answer to; defaults to the model path's last part."
+    )
+    replicas: int | None = Field(
+        None, ge=1, description="Number of replicas; default: one per GPU group, or 1 on CPU."
+    )
+    gpus: str = Field(
+        "all", description="GPUs to use: 'all', 'none' (CPU engine), or a list like '0,1,2,3'."
+    )
+    tp: int = Field(1, ge=1, description="Tensor-parallel size: GPUs per replica.")
+    host: str = Field("127.0.0.1", description="Address the servers bind to (loopback unless told).")
+    port_base: int = Field(30000, ge=1024, le=65000, description="Replica i listens on port_base + i.")
+    state_dir: Path = Field(DEFAULT_STATE_DIR, description="Directory holding the fleet's state and logs.")
+    api_key: SecretStr | None = Field(
+        None, description="API key the servers require; also read from FLEETGEN_API_KEY. Never logged."
+    )
+    max_running_requests: int | None = Field(
+        None, ge=1, description="Requests each server runs at once (vLLM --max-num-seqs, SGLang --max-running-requests)."
+    )
+    context_length: int | None = Field(
+        None, ge=16, description="Context length (vLLM --max-model-len, SGLang --context-length)."
+    )
+    enforce_eager: bool = Field(
+        False, description="Skip graph capture and torch.compile: faster start, slightly slower decode."
+    )
+    cpu_kv_cache_gb: float = Field(2.0, gt=0, description="KV cache per CPU replica in GiB (VLLM_CPU_KVCACHE_SPACE).")
+    engine_args: list[str] = Field(
+        default_factory=list, description="Extra engine flags passed through verbatim."
+    )
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment for every replica.")
+    startup_timeout_s: float = Field(1200, gt=0, description="Give up on a replica not ready after this long.")
+    stall_timeout_s: float = Field(
+        600, gt=0, description="Give up on a replica whose log shows no progress for this long."
+    )
+    stop_grace_s: float = Field(20, ge=0, description="Seconds between SIGTERM and SIGKILL on `down`.")
+
+    @field_validator("gpus")
+    @classmethod
+    def _check_gpus(cls, v: str) -> str:
+        v = v.strip()
+        if v in ("all", "none"):
+            return v
+        try:
+            ids = [int(x) for x in v.split(",") if x.strip()]
+        except ValueError:
+            raise ValueError(f"gpus must be 'all', 'none' or a comma list of integers, got {v!r}") from None
+        if not ids or len(set(ids)) != len(ids) or min(ids) < 0:
+            raise ValueError(f"gpus must list distinct non-negative ids, got {v!r}")
+        return ",".join(str(i) for i in ids)

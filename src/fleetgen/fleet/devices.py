@@ -1,0 +1,75 @@
+"""Which GPUs (or CPU cores) each replica gets."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from fleetgen.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    index: int
+    name: str
+    memory_total: int
+    compute_capability: tuple[int, int]
+
+
+def discover_gpus() -> list[GpuInfo]:
+    """GPUs seen through NVML; an empty list where there is no driver or no nvidia-ml-py."""
+    try:
+        import pynvml
+    except ImportError:
+        return []
+    try:
+        pynvml.nvmlInit()
+    except Exception:
+        return []
+    try:
+        gpus = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            name = pynvml.nvmlDeviceGetName(h)
+            gpus.append(
+                GpuInfo(
+                    index=i,
+                    name=name.decode() if isinstance(name, bytes) else name,
+                    memory_total=int(pynvml.nvmlDeviceGetMemoryInfo(h).total),
+                    compute_capability=tuple(pynvml.nvmlDeviceGetCudaComputeCapability(h)),
+                )
+            )
+        return gpus
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def gpu_groups(gpus: str, tp: int, replicas: int | None, available: list[int]) -> list[tuple[int, ...]]:
+    """Split the chosen GPUs into consecutive groups of `tp`, one group per replica."""
+    chosen = available if gpus == "all" else [int(x) for x in gpus.split(",")]
+    missing = sorted(set(chosen) - set(available))
+    if missing:
+        raise ConfigError(
+            f"--gpus names GPU(s) {missing} but this machine has {available or 'none'}",
+            hint="run `fleetgen doctor` to list the GPUs",
+        )
+    groups = [tuple(chosen[i : i + tp]) for i in range(0, len(chosen) - tp + 1, tp)]
+    if not groups:
+        raise ConfigError(f"--tp {tp} needs {tp} GPUs per replica but only {len(chosen)} are chosen")
+    if replicas is None:
+        return groups
+    if replicas > len(groups):
+        raise ConfigError(
+            f"--replicas {replicas} with --tp {tp} needs {replicas * tp} GPUs; {len(chosen)} are chosen",
+            hint="lower --replicas or --tp, or pass more --gpus",
+        )
+    return groups[:replicas]
+
+
+def cpu_shares(replicas: int, cores: list[int] | None = None) -> list[tuple[int, ...]]:
+    """Give each CPU replica its own contiguous share of cores; share them when there are too few."""
+    cores = sorted(cores if cores is not None else os.sched_getaffinity(0))
+    if replicas <= len(cores):
+        per = len(cores) // replicas
+        return [tuple(cores[i * per : (i + 1) * per]) for i in range(replicas)]
+    return [(cores[i % len(cores)],) for i in range(replicas)]

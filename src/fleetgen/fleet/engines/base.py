@@ -1,0 +1,135 @@
+"""What fleetgen needs to know about an inference engine, and nothing more."""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+
+class Phase(str, Enum):
+    """Start-up phases shown while `up` waits; read from each replica's log."""
+
+    STARTING = "starting"
+    LOADING = "loading weights"
+    COMPILING = "compiling / capturing graphs"
+    WARMING = "warming up"
+    PROBING = "probing"
+    READY = "ready"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class ReplicaSpec:
+    """Everything needed to start one replica; the engine turns it into a command line."""
+
+    index: int
+    model: str
+    served_model_name: str
+    host: str
+    port: int
+    gpus: tuple[int, ...] = ()
+    cpus: tuple[int, ...] = ()
+    tp: int = 1
+    max_running_requests: int | None = None
+    context_length: int | None = None
+    enforce_eager: bool = False
+    cpu_kv_cache_gb: float = 2.0
+    api_key: str | None = None
+    extra_args: tuple[str, ...] = ()
+    cache_dir: Path | None = None
+
+    @property
+    def on_gpu(self) -> bool:
+        return bool(self.gpus)
+
+
+@dataclass(frozen=True)
+class FatalPattern:
+    """A log line that means the replica will never become ready, and what to do about it."""
+
+    regex: re.Pattern[str]
+    hint: str
+
+
+@dataclass
+class Metrics:
+    """The load a server reports; None where the engine does not report it."""
+
+    running: float | None = None
+    waiting: float | None = None
+    generation_tokens_total: float | None = None
+    kv_cache_usage: float | None = None
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+class Engine(ABC):
+    """Builds command lines, reads logs and metrics. Knows nothing about fleets or dispatch."""
+
+    name: str
+    health_path: str = "/health"
+    metrics_path: str = "/metrics"
+    phase_patterns: tuple[tuple[re.Pattern[str], Phase], ...] = ()
+    fatal_patterns: tuple[FatalPattern, ...] = ()
+
+    @abstractmethod
+    def command(self, spec: ReplicaSpec, python: str) -> list[str]:
+        """The argv that starts the server for `spec`."""
+
+    def environment(self, spec: ReplicaSpec) -> dict[str, str]:
+        """Environment variables added for this replica (device pinning, caches)."""
+        env: dict[str, str] = {}
+        if spec.on_gpu:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in spec.gpus)
+        return env
+
+    def phase_of(self, line: str) -> Phase | None:
+        for regex, phase in self.phase_patterns:
+            if regex.search(line):
+                return phase
+        return None
+
+    def fatal_of(self, line: str) -> FatalPattern | None:
+        for pattern in self.fatal_patterns:
+            if pattern.regex.search(line):
+                return pattern
+        return None
+
+    @abstractmethod
+    def parse_metrics(self, text: str) -> Metrics:
+        """Read the engine's Prometheus text into the load fields fleetgen uses."""
+
+    @abstractmethod
+    def config_endpoints(self) -> tuple[str, ...]:
+        """GET endpoints whose JSON describes the server's effective configuration."""
+
+    @abstractmethod
+    def effective_config(self, answers: dict[str, object]) -> dict[str, object]:
+        """Flatten the answers of `config_endpoints` into fields compared across replicas."""
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Sum each metric over its labels: `name{labels} value` lines into {name: total}."""
+    totals: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name_part, _, value = line.rpartition(" ")
+        name = name_part.split("{", 1)[0].strip()
+        try:
+            v = float(value)
+        except ValueError:
+            continue
+        totals[name] = totals.get(name, 0.0) + v
+    return totals
+
+
+def prometheus_labels(text: str, metric: str) -> dict[str, str]:
+    """The labels of the first sample of `metric` (info-style gauges carry config in labels)."""
+    for line in text.splitlines():
+        if line.startswith(metric + "{"):
+            inner = line[len(metric) + 1 : line.rindex("}")]
+            return dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', inner))
+    return {}

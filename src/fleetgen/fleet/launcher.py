@@ -1,0 +1,302 @@
+"""`up`: start N replicas as detached processes, wait until each is verified, record the fleet."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import psutil
+
+from fleetgen.errors import ConfigError, ConfigMismatchError, FleetError, PortInUseError, ReplicaStartError
+from fleetgen.fleet import probe
+from fleetgen.fleet.config import FleetConfig
+from fleetgen.fleet.devices import cpu_shares, discover_gpus, gpu_groups
+from fleetgen.fleet.engines import Engine, Phase, ReplicaSpec, get_engine
+from fleetgen.fleet.logtail import LogFollower
+from fleetgen.fleet.process import is_alive, stop_processes
+from fleetgen.fleet.state import FleetState, ReplicaState, ensure_state_dir, read_state, write_state
+from fleetgen.models import resolve_model, served_name_for
+
+# Fields whose values legitimately differ across healthy replicas (free memory differs per GPU).
+SOFT_CONFIG_FIELDS = frozenset({"cache.num_gpu_blocks", "max_total_num_tokens"})
+
+
+@dataclass
+class ReplicaProgress:
+    """One update of a replica's start-up, for the CLI's live view."""
+
+    index: int
+    phase: Phase
+    elapsed_s: float
+    detail: str = ""
+
+
+ProgressCallback = Callable[[ReplicaProgress], None]
+
+
+def api_key_of(config: FleetConfig) -> str | None:
+    if config.api_key is not None:
+        return config.api_key.get_secret_value()
+    return os.environ.get("FLEETGEN_API_KEY") or None
+
+
+def plan_replicas(config: FleetConfig, model_path: str) -> list[ReplicaSpec]:
+    """Turn the config into one spec per replica: devices, port, engine settings."""
+    available = [g.index for g in discover_gpus()] if config.gpus != "none" else []
+    if config.gpus not in ("all", "none") and not available:
+        raise ConfigError(f"--gpus {config.gpus} but no GPU is visible", hint="use --gpus none for the CPU engine")
+    if available:
+        groups: list[tuple[int, ...]] = gpu_groups(config.gpus, config.tp, config.replicas, available)
+        cpus: list[tuple[int, ...]] = [()] * len(groups)
+    else:
+        if config.engine != "vllm":
+            raise ConfigError(
+                f"engine {config.engine!r} needs a GPU and none is visible",
+                hint="use --engine vllm with the CPU build (pip install 'fleetgen[cpu]')",
+            )
+        n = config.replicas or 1
+        groups = [()] * n
+        cpus = cpu_shares(n)
+    served = config.served_model_name or served_name_for(config.model)
+    key = api_key_of(config)
+    return [
+        ReplicaSpec(
+            index=i,
+            model=model_path,
+            served_model_name=served,
+            host=config.host,
+            port=config.port_base + i,
+            gpus=groups[i],
+            cpus=cpus[i],
+            tp=config.tp,
+            max_running_requests=config.max_running_requests,
+            context_length=config.context_length,
+            enforce_eager=config.enforce_eager,
+            cpu_kv_cache_gb=config.cpu_kv_cache_gb,
+            api_key=key,
+            extra_args=tuple(config.engine_args),
+            cache_dir=Path(config.state_dir).resolve() / "cache" / f"replica-{i}",
+        )
+        for i in range(len(groups))
+    ]
+
+
+def check_port_free(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            holder = _port_holder(port)
+            raise PortInUseError(
+                f"port {port} on {host} is already in use{holder} ({e.strerror})",
+                hint="pass another --port-base, or stop what holds the port (`fleetgen down` for a fleet)",
+            ) from None
+
+
+def _port_holder(port: int) -> str:
+    try:
+        for c in psutil.net_connections(kind="tcp"):
+            if c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN and c.pid:
+                return f" by pid {c.pid} ({psutil.Process(c.pid).name()})"
+    except (psutil.Error, OSError):
+        pass
+    return ""
+
+
+def endpoint_of(spec: ReplicaSpec) -> str:
+    host = "127.0.0.1" if spec.host in ("0.0.0.0", "") else ("[::1]" if spec.host == "::" else spec.host)
+    return f"http://{host}:{spec.port}"
+
+
+def spawn(engine: Engine, spec: ReplicaSpec, log_path: Path, python: str, extra_env: dict[str, str]) -> subprocess.Popen:
+    """Start the server in its own session so it outlives `up` and dies with its process group."""
+    env = dict(os.environ)
+    env.update(extra_env)
+    env.update(engine.environment(spec))
+    env.pop("FLEETGEN_API_KEY", None)
+    if spec.cache_dir is not None:
+        spec.cache_dir.mkdir(parents=True, exist_ok=True)
+    cpus = set(spec.cpus)
+    log = open(log_path, "ab", buffering=0)
+    try:
+        return subprocess.Popen(
+            engine.command(spec, python),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
+        )
+    finally:
+        log.close()
+
+
+async def up(config: FleetConfig, *, on_progress: ProgressCallback | None = None, python: str | None = None) -> FleetState:
+    """Start the fleet and return its state once every replica generated and configs agree."""
+    state_dir = ensure_state_dir(config.state_dir)
+    _refuse_running_fleet(state_dir)
+    engine = get_engine(config.engine)
+    model_path = resolve_model(config.model)
+    specs = plan_replicas(config, model_path)
+    for spec in specs:
+        check_port_free(spec.host, spec.port)
+    if config.host not in ("127.0.0.1", "localhost", "::1") and not api_key_of(config):
+        print(
+            f"warning: binding to {config.host} without an API key: anyone who reaches it can use it "
+            "(set --api-key or FLEETGEN_API_KEY)",
+            file=sys.stderr,
+        )
+    python = python or sys.executable
+    replicas: list[ReplicaState] = []
+    procs: list[subprocess.Popen] = []
+    for spec in specs:
+        log_path = state_dir / "logs" / f"replica-{spec.index}.log"
+        log_path.write_bytes(b"")
+        proc = spawn(engine, spec, log_path, python, config.env)
+        procs.append(proc)
+        replicas.append(
+            ReplicaState(
+                index=spec.index,
+                endpoint=endpoint_of(spec),
+                pid=proc.pid,
+                create_time=psutil.Process(proc.pid).create_time(),
+                engine=engine.name,
+                model=model_path,
+                served_model_name=spec.served_model_name,
+                gpus=list(spec.gpus),
+                cpus=list(spec.cpus),
+                log_path=str(log_path),
+                command=_redact(engine.command(spec, python), spec.api_key),
+            )
+        )
+    state = FleetState(
+        engine=engine.name,
+        model=model_path,
+        served_model_name=specs[0].served_model_name,
+        api_key_required=bool(specs[0].api_key),
+        max_running_requests=config.max_running_requests,
+        replicas=replicas,
+    )
+    # Written before waiting, so `down` can clean up even if `up` itself is killed.
+    write_state(state_dir, state)
+    try:
+        configs = await asyncio.gather(
+            *(_wait_ready(engine, r, p, config, specs[0].api_key, on_progress) for r, p in zip(replicas, procs))
+        )
+        hard, soft = probe.compare_configs(list(configs), SOFT_CONFIG_FIELDS)
+        if hard:
+            raise ConfigMismatchError(
+                "replicas report different configurations: " + "; ".join(hard),
+                hint="every replica must run the same model and flags; check the logs and --engine-args",
+            )
+        for r, c in zip(replicas, configs):
+            r.effective_config = c
+        for line in soft:
+            print(f"note: replicas differ in {line}", file=sys.stderr)
+        write_state(state_dir, state)
+        return state
+    except BaseException:
+        stop_processes([(r.pid, r.create_time) for r in replicas], grace_s=min(config.stop_grace_s, 10))
+        state_path = Path(state_dir) / "fleet.json"
+        state_path.unlink(missing_ok=True)
+        raise
+
+
+def _redact(cmd: list[str], secret: str | None) -> list[str]:
+    return [("***" if secret and a == secret else a) for a in cmd]
+
+
+def _refuse_running_fleet(state_dir: Path) -> None:
+    try:
+        existing = read_state(state_dir)
+    except FleetError:
+        return
+    alive = [r for r in existing.replicas if is_alive(r.pid, r.create_time)]
+    if alive:
+        raise FleetError(
+            f"a fleet is already running from {state_dir} ({len(alive)} replica(s) alive)",
+            hint="run `fleetgen down` first, or pass another --state DIR",
+        )
+
+
+async def _wait_ready(
+    engine: Engine,
+    replica: ReplicaState,
+    proc: subprocess.Popen,
+    config: FleetConfig,
+    api_key: str | None,
+    on_progress: ProgressCallback | None,
+) -> dict[str, object]:
+    t0 = time.monotonic()
+    follower = LogFollower(Path(replica.log_path))
+    phase = Phase.STARTING
+    last_progress = t0
+
+    def emit(detail: str = "") -> None:
+        if on_progress:
+            on_progress(ReplicaProgress(replica.index, phase, time.monotonic() - t0, detail))
+
+    def fail(message: str, hint: str) -> ReplicaStartError:
+        nonlocal phase
+        phase = Phase.FAILED
+        emit(message)
+        return ReplicaStartError(
+            f"replica {replica.index} ({replica.endpoint}): {message}; log: {replica.log_path}",
+            hint=hint,
+            log_tail=follower.tail(25),
+        )
+
+    emit()
+    async with aiohttp.ClientSession(headers=probe.auth_headers(api_key)) as session:
+        while True:
+            for line in follower.new_lines():
+                last_progress = time.monotonic()
+                fatal = engine.fatal_of(line)
+                if fatal:
+                    raise fail(f"fatal log line: {line.strip()[:300]}", fatal.hint)
+                new_phase = engine.phase_of(line)
+                if new_phase and new_phase != phase:
+                    phase = new_phase
+                    emit()
+            code = proc.poll()
+            if code is not None:
+                follower.new_lines()
+                raise fail(f"the server exited with code {code} while starting", _hint_from_tail(engine, follower))
+            status, _ = await probe.health(session, replica.endpoint, engine, timeout=3)
+            if status == 200:
+                phase = Phase.PROBING
+                emit()
+                result = await probe.generation_probe(session, replica.endpoint, replica.served_model_name)
+                if not result.ok:
+                    raise fail(f"health is 200 but a real generation failed: {result.detail}", "read the log")
+                reported = await probe.reported_config(session, replica.endpoint, engine)
+                phase = Phase.READY
+                emit(f"probe: {result.text.strip()[:60]!r} in {result.latency_s:.2f}s")
+                return reported
+            now = time.monotonic()
+            if now - t0 > config.startup_timeout_s:
+                raise fail(f"not ready after {config.startup_timeout_s:.0f}s", "raise startup_timeout_s or read the log")
+            if now - last_progress > config.stall_timeout_s:
+                raise fail(
+                    f"no log progress for {config.stall_timeout_s:.0f}s (stuck in {phase.value})",
+                    "the server hangs: read the log; raise stall_timeout_s if it is only slow",
+                )
+            emit()
+            await asyncio.sleep(1.0)
+
+
+def _hint_from_tail(engine: Engine, follower: LogFollower) -> str:
+    for line in reversed(follower.tail(200).splitlines()):
+        fatal = engine.fatal_of(line)
+        if fatal:
+            return fatal.hint
+    return "read the log lines above"

@@ -1,0 +1,80 @@
+"""The fleet's state on disk: what `up` started, read by `status`, `down`, `generate` and `run`."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from fleetgen.errors import FleetError
+
+STATE_FILE = "fleet.json"
+
+
+class ReplicaState(BaseModel):
+    index: int
+    endpoint: str
+    pid: int
+    create_time: float = Field(description="Process start time; tells a live replica from a reused pid.")
+    engine: str
+    model: str
+    served_model_name: str
+    gpus: list[int] = Field(default_factory=list)
+    cpus: list[int] = Field(default_factory=list)
+    log_path: str
+    command: list[str]
+    node: str | None = None
+    effective_config: dict[str, object] = Field(default_factory=dict)
+
+
+class FleetState(BaseModel):
+    engine: str
+    model: str
+    served_model_name: str
+    api_key_required: bool = False
+    max_running_requests: int | None = None
+    replicas: list[ReplicaState] = Field(default_factory=list)
+
+    @property
+    def endpoints(self) -> list[str]:
+        return [r.endpoint for r in self.replicas]
+
+
+def state_path(state_dir: Path) -> Path:
+    return Path(state_dir) / STATE_FILE
+
+
+def ensure_state_dir(state_dir: Path) -> Path:
+    """Create the state directory private to the user (0700): it holds logs and pids."""
+    d = Path(state_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    os.chmod(d, 0o700)
+    (d / "logs").mkdir(exist_ok=True)
+    return d
+
+
+def write_state(state_dir: Path, state: FleetState) -> Path:
+    """Write atomically so a reader never sees half a file."""
+    path = state_path(state_dir)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(state.model_dump_json(indent=2), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def read_state(state_dir: Path) -> FleetState:
+    path = state_path(state_dir)
+    try:
+        return FleetState.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        raise FleetError(
+            f"no fleet state in {state_dir}", hint="start one with `fleetgen up`, or pass --state DIR"
+        ) from None
+    except (ValueError, json.JSONDecodeError) as e:
+        raise FleetError(f"fleet state {path} is unreadable: {e}", hint="run `fleetgen down --force`") from None
+
+
+def clear_state(state_dir: Path) -> None:
+    state_path(state_dir).unlink(missing_ok=True)

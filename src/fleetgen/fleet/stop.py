@@ -1,0 +1,20 @@
+"""`down`: stop every replica of a fleet and forget it; safe to run twice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fleetgen.errors import FleetError
+from fleetgen.fleet.process import stop_processes
+from fleetgen.fleet.state import clear_state, read_state
+
+
+def down(state_dir: Path, *, grace_s: float = 20.0) -> int:
+    """Returns how many processes were stopped; 0 when there was no fleet."""
+    try:
+        state = read_state(state_dir)
+    except FleetError:
+        return 0
+    stopped = stop_processes([(r.pid, r.create_time) for r in state.replicas], grace_s=grace_s)
+    clear_state(state_dir)
+    return len(stopped)
