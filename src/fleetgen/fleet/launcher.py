@@ -264,7 +264,7 @@ async def _wait_ready(
                 if fatal:
                     raise fail(f"fatal log line: {line.strip()[:300]}", fatal.hint)
                 new_phase = engine.phase_of(line)
-                if new_phase and new_phase != phase:
+                if new_phase and new_phase.order > phase.order:  # logs repeat; phases only advance
                     phase = new_phase
                     emit()
             code = proc.poll()

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import aiohttp
+import psutil
 
 from fleetgen.fleet import probe
 from fleetgen.fleet.engines import get_engine
@@ -28,6 +29,7 @@ class ReplicaStatus:
     generation_tokens_total: float | None
     tokens_per_s: float | None
     gpu_memory_mib: float | None
+    rss_mib: float | None
     gpus: list[int]
     log_path: str
 
@@ -65,12 +67,24 @@ async def fleet_status(state_dir: Path, *, api_key: str | None = None, sample_s:
                 generation_tokens_total=after.generation_tokens_total if after else None,
                 tokens_per_s=rate,
                 gpu_memory_mib=gpu_memory_of(r) if alive and r.gpus else None,
+                rss_mib=rss_of(r) if alive else None,
                 gpus=r.gpus,
                 log_path=r.log_path,
             )
 
         statuses = await asyncio.gather(*(one(r) for r in state.replicas))
     return state, list(statuses)
+
+
+def rss_of(replica: ReplicaState) -> float:
+    """Resident memory of the replica's whole process tree (server, engine core, workers)."""
+    total = 0
+    for p in process_tree(replica.pid, replica.create_time):
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            pass
+    return total / 2**20
 
 
 def gpu_memory_of(replica: ReplicaState) -> float | None:

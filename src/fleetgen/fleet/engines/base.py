@@ -20,6 +20,10 @@ class Phase(str, Enum):
     READY = "ready"
     FAILED = "failed"
 
+    @property
+    def order(self) -> int:
+        return list(Phase).index(self)
+
 
 @dataclass(frozen=True)
 class ReplicaSpec:

@@ -12,9 +12,9 @@ _P = re.compile
 class VllmEngine(Engine):
     name = "vllm"
     phase_patterns = (
-        (_P(r"Application startup complete|Starting vLLM (API )?server on"), Phase.WARMING),
-        (_P(r"[Cc]apturing (CUDA )?graph|torch\.compile|Compiling a graph|Dynamo bytecode|compile range"), Phase.COMPILING),
-        (_P(r"[Ll]oading (model )?weights|Loading safetensors|Starting to load model|Model loading took"), Phase.LOADING),
+        (_P(r"Application startup complete|Starting vLLM (API )?server on|init engine \(profile|KV cache size"), Phase.WARMING),
+        (_P(r"Compiling a graph|Dynamo bytecode|torch\.compile takes|[Cc]apturing (CUDA |cuda)?graphs?|compile range"), Phase.COMPILING),
+        (_P(r"Starting to load model|Loading safetensors|Loading weights|Model loading took"), Phase.LOADING),
         (_P(r"vLLM API server version|non-default args|Initializing a V1 LLM engine"), Phase.STARTING),
     )
     fatal_patterns = (

