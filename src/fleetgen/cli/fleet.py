@@ -112,14 +112,14 @@ def cmd_status(
         print(json.dumps({"engine": fleet.engine, "model": fleet.served_model_name, "replicas": [s.to_dict() for s in statuses]}, indent=2))
         return
     t = Table(title=f"fleet {fleet.served_model_name} ({fleet.engine})")
-    for col in ("replica", "endpoint", "pid", "alive", "healthy", "latency ms", "running", "waiting", "tok/s", "RSS MiB", "GPU MiB"):
+    for col in ("replica", "endpoint", "pid", "alive", "healthy", "latency ms", "running", "waiting", "tok/s", "mem MiB", "GPU MiB"):
         t.add_column(col)
     for s in statuses:
         t.add_row(
             str(s.index), s.endpoint, str(s.pid),
             "[green]yes[/]" if s.alive else "[red]no[/]",
             "[green]yes[/]" if s.healthy else "[red]no[/]",
-            _fmt(s.probe_latency_ms), _fmt(s.running), _fmt(s.waiting), _fmt(s.tokens_per_s), _fmt(s.rss_mib), _fmt(s.gpu_memory_mib),
+            _fmt(s.probe_latency_ms), _fmt(s.running), _fmt(s.waiting), _fmt(s.tokens_per_s), _fmt(s.memory_mib), _fmt(s.gpu_memory_mib),
         )
     Console().print(t)
     if not all(s.healthy for s in statuses):

@@ -29,7 +29,7 @@ class ReplicaStatus:
     generation_tokens_total: float | None
     tokens_per_s: float | None
     gpu_memory_mib: float | None
-    rss_mib: float | None
+    memory_mib: float | None
     gpus: list[int]
     log_path: str
 
@@ -67,7 +67,7 @@ async def fleet_status(state_dir: Path, *, api_key: str | None = None, sample_s:
                 generation_tokens_total=after.generation_tokens_total if after else None,
                 tokens_per_s=rate,
                 gpu_memory_mib=gpu_memory_of(r) if alive and r.gpus else None,
-                rss_mib=rss_of(r) if alive else None,
+                memory_mib=memory_of(r) if alive else None,
                 gpus=r.gpus,
                 log_path=r.log_path,
             )
@@ -76,12 +76,13 @@ async def fleet_status(state_dir: Path, *, api_key: str | None = None, sample_s:
     return state, list(statuses)
 
 
-def rss_of(replica: ReplicaState) -> float:
-    """Resident memory of the replica's whole process tree (server, engine core, workers)."""
+def memory_of(replica: ReplicaState) -> float:
+    """Proportional set size of the replica's process tree: shared torch pages counted once."""
     total = 0
     for p in process_tree(replica.pid, replica.create_time):
         try:
-            total += p.memory_info().rss
+            info = p.memory_full_info()
+            total += getattr(info, "pss", info.rss)
         except psutil.Error:
             pass
     return total / 2**20

@@ -1,0 +1,159 @@
+"""Command lines, log reading and metrics parsing of each engine, without starting a server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fleetgen.errors import ConfigError
+from fleetgen.fleet.config import FleetConfig
+from fleetgen.fleet.devices import cpu_shares, gpu_groups
+from fleetgen.fleet.engines import Phase, ReplicaSpec, get_engine
+from fleetgen.fleet.launcher import plan_replicas
+from fleetgen.fleet.probe import compare_configs
+
+
+def spec(**kw) -> ReplicaSpec:
+    base = dict(index=0, model="/m", served_model_name="m", host="127.0.0.1", port=30000)
+    base.update(kw)
+    return ReplicaSpec(**base)
+
+
+def flag(cmd: list[str], name: str) -> str:
+    return cmd[cmd.index(name) + 1]
+
+
+def test_vllm_command_pins_port_model_and_passes_extra_args_verbatim():
+    eng = get_engine("vllm")
+    cmd = eng.command(spec(port=30003, max_running_requests=64, context_length=4096, extra_args=("--dtype", "bfloat16", "--foo=1")), "py")
+    assert cmd[:3] == ["py", "-m", "vllm.entrypoints.openai.api_server"]
+    assert flag(cmd, "--port") == "30003"
+    assert flag(cmd, "--model") == "/m"
+    assert flag(cmd, "--max-num-seqs") == "64"
+    assert flag(cmd, "--max-model-len") == "4096"
+    assert cmd[-3:] == ["--dtype", "bfloat16", "--foo=1"]
+    assert "--tensor-parallel-size" not in cmd
+
+
+def test_vllm_tp_and_gpu_pinning_go_to_flags_and_environment():
+    eng = get_engine("vllm")
+    s = spec(gpus=(2, 3), tp=2)
+    assert flag(eng.command(s, "py"), "--tensor-parallel-size") == "2"
+    env = eng.environment(s)
+    assert env["CUDA_VISIBLE_DEVICES"] == "2,3"
+    assert "VLLM_CPU_KVCACHE_SPACE" not in env
+
+
+def test_vllm_cpu_replica_gets_its_cores_and_kv_space():
+    env = get_engine("vllm").environment(spec(cpus=(4, 5), cpu_kv_cache_gb=1.5))
+    assert env["VLLM_CPU_OMP_THREADS_BIND"] == "4,5"
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "1.5"
+    assert "CUDA_VISIBLE_DEVICES" not in env
+
+
+def test_vllm_api_key_goes_to_environment_not_argv():
+    eng = get_engine("vllm")
+    s = spec(api_key="s3cret")
+    assert "s3cret" not in " ".join(eng.command(s, "py"))
+    assert eng.environment(s)["VLLM_API_KEY"] == "s3cret"
+
+
+def test_sglang_command_has_distinct_nccl_ports_and_tp():
+    eng = get_engine("sglang")
+    a = eng.command(spec(port=30000, gpus=(0, 1), tp=2), "py")
+    b = eng.command(spec(index=1, port=30001, gpus=(2, 3), tp=2), "py")
+    assert a[:3] == ["py", "-m", "sglang.launch_server"]
+    assert flag(a, "--model-path") == "/m"
+    assert flag(a, "--tp-size") == "2"
+    assert flag(a, "--nccl-port") != flag(b, "--nccl-port")
+    assert "--enable-metrics" in a
+
+
+def test_unknown_engine_is_a_config_error():
+    with pytest.raises(ConfigError, match="unknown engine"):
+        get_engine("tgi")
+
+
+def test_gpu_groups_split_consecutively_and_check_counts():
+    assert gpu_groups("all", 1, None, [0, 1, 2, 3]) == [(0,), (1,), (2,), (3,)]
+    assert gpu_groups("all", 2, None, [0, 1, 2, 3]) == [(0, 1), (2, 3)]
+    assert gpu_groups("4,5,6,7", 2, 1, list(range(8))) == [(4, 5)]
+    with pytest.raises(ConfigError, match="needs 6 GPUs"):
+        gpu_groups("all", 2, 3, [0, 1, 2, 3])
+    with pytest.raises(ConfigError, match=r"GPU\(s\) \[9\]"):
+        gpu_groups("0,9", 1, None, [0, 1])
+
+
+def test_cpu_shares_are_disjoint_when_cores_suffice():
+    assert cpu_shares(2, [0, 1, 2, 3]) == [(0, 1), (2, 3)]
+    assert cpu_shares(3, [0, 1]) == [(0,), (1,), (0,)]
+
+
+def test_plan_on_cpu_gives_ports_and_cores(tmp_path: Path):
+    cfg = FleetConfig(replicas=2, gpus="none", port_base=31000, state_dir=tmp_path, engine_args=["--seed", "1"])
+    specs = plan_replicas(cfg, "/m")
+    assert [s.port for s in specs] == [31000, 31001]
+    assert all(s.cpus for s in specs)
+    assert specs[0].extra_args == ("--seed", "1")
+    assert specs[0].cache_dir != specs[1].cache_dir
+
+
+def test_sglang_without_gpu_is_refused_with_a_hint(tmp_path: Path):
+    with pytest.raises(ConfigError, match="needs a GPU"):
+        plan_replicas(FleetConfig(engine="sglang", gpus="none", state_dir=tmp_path), "/m")
+
+
+def test_gpus_flag_is_validated():
+    with pytest.raises(ValueError):
+        FleetConfig(gpus="0,0")
+    with pytest.raises(ValueError):
+        FleetConfig(gpus="x")
+    assert FleetConfig(gpus=" 1, 2").gpus == "1,2"
+
+
+def test_vllm_phases_and_fatal_lines_from_real_log_text():
+    eng = get_engine("vllm")
+    assert eng.phase_of("(Worker pid=1) INFO [cpu_model_runner.py:68] Starting to load model /m...") == Phase.LOADING
+    assert eng.phase_of("INFO:     Application startup complete.") == Phase.WARMING
+    assert eng.phase_of("WARNING Enforce eager set, disabling torch.compile, CUDAGraphs") is None
+    oom = eng.fatal_of("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert oom and "gpu-memory-utilization" in oom.hint
+    assert eng.fatal_of("OSError: [Errno 98] Address already in use") is not None
+    assert eng.fatal_of("INFO Loading weights took 0.58 seconds") is None
+
+
+METRICS = '''# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="smollm2"} 3.0
+vllm:num_requests_waiting{engine="0",model_name="smollm2"} 1.0
+vllm:generation_tokens_total{engine="0",model_name="smollm2"} 120.0
+vllm:kv_cache_usage_perc{engine="0",model_name="smollm2"} 0.25
+vllm:cache_config_info{block_size="128",cache_dtype="auto",enable_prefix_caching="True",engine="0",num_gpu_blocks="728"} 1.0
+'''
+
+
+def test_vllm_metrics_and_effective_config():
+    eng = get_engine("vllm")
+    m = eng.parse_metrics(METRICS)
+    assert (m.running, m.waiting, m.generation_tokens_total, m.kv_cache_usage) == (3.0, 1.0, 120.0, 0.25)
+    cfg = eng.effective_config({
+        "/v1/models": {"data": [{"id": "smollm2", "max_model_len": 2048}]},
+        "/version": {"version": "0.32.0"},
+        "/metrics": METRICS,
+    })
+    assert cfg == {
+        "model": "smollm2", "max_model_len": 2048, "version": "0.32.0",
+        "cache.block_size": "128", "cache.cache_dtype": "auto", "cache.num_gpu_blocks": "728",
+        "cache.enable_prefix_caching": "True",
+    }
+
+
+def test_compare_configs_reports_each_differing_field():
+    hard, soft = compare_configs(
+        [{"model": "a", "max_model_len": 2048, "cache.num_gpu_blocks": "10"},
+         {"model": "a", "max_model_len": 4096, "cache.num_gpu_blocks": "11"}],
+        frozenset({"cache.num_gpu_blocks"}),
+    )
+    assert hard == ["max_model_len: replica 0=2048, replica 1=4096"]
+    assert soft and soft[0].startswith("cache.num_gpu_blocks")
