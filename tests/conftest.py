@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import socket
 from pathlib import Path
 
@@ -76,4 +75,3 @@ def cpu_fleet(tmp_path_factory) -> FleetState:
         yield start_fleet(state_dir, replicas=2)
     finally:
         down(state_dir, grace_s=10)
-        shutil.rmtree(state_dir / "cache", ignore_errors=True)

@@ -23,7 +23,7 @@ from fleetgen.fleet.engines import Engine, Phase, ReplicaSpec, get_engine
 from fleetgen.fleet.logtail import LogFollower
 from fleetgen.fleet.process import is_alive, stop_processes
 from fleetgen.fleet.state import FleetState, ReplicaState, ensure_state_dir, read_state, write_state
-from fleetgen.models import resolve_model, served_name_for
+from fleetgen.models import model_cache_dir, resolve_model, served_name_for
 
 # Fields whose values legitimately differ across healthy replicas (free memory differs per GPU).
 SOFT_CONFIG_FIELDS = frozenset({"cache.num_gpu_blocks", "max_total_num_tokens"})
@@ -83,10 +83,15 @@ def plan_replicas(config: FleetConfig, model_path: str) -> list[ReplicaSpec]:
             cpu_kv_cache_gb=config.cpu_kv_cache_gb,
             api_key=key,
             extra_args=tuple(config.engine_args),
-            cache_dir=Path(config.state_dir).resolve() / "cache" / f"replica-{i}",
+            cache_dir=engine_cache_dir(config.engine, i),
         )
         for i in range(len(groups))
     ]
+
+
+def engine_cache_dir(engine: str, index: int) -> Path:
+    """Compile caches per replica slot, kept across fleets: replicas racing on one cache corrupt it."""
+    return model_cache_dir().parent / "engine-cache" / f"{engine}-replica-{index}"
 
 
 def check_port_free(host: str, port: int) -> None:
