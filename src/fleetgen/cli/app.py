@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from fleetgen.cli import fleet as _fleet
+from fleetgen.cli import generate as _generate
 from fleetgen.cli import model as _model
 from fleetgen.cli._errors import run_guarded
 
@@ -18,6 +19,7 @@ app = typer.Typer(
 
 _model.register(app)
 _fleet.register(app)
+_generate.register(app)
 
 
 def main() -> None:

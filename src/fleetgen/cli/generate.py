@@ -1,0 +1,118 @@
+"""`fleetgen generate`: parse flags into a GenerateConfig, call the library, show progress and a summary."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from fleetgen.config import field_help as _h
+from fleetgen.generate import GenerateConfig, Stats, generate
+
+console = Console(stderr=True)
+
+# CLI flag -> config field, where the names differ.
+_FIELD_OF = {"output": "output_dir", "fleet": "fleet_state", "endpoint": "endpoints"}
+
+
+def cmd_generate(
+    ctx: typer.Context,
+    prompts: Annotated[Path, typer.Argument(help=_h(GenerateConfig, "prompts"))],
+    output: Annotated[Path, typer.Option("--output", "-o", help=_h(GenerateConfig, "output_dir"))],
+    fleet: Annotated[Optional[Path], typer.Option("--fleet", help=_h(GenerateConfig, "fleet_state"))] = None,
+    endpoint: Annotated[Optional[list[str]], typer.Option("--endpoint", help=_h(GenerateConfig, "endpoints"))] = None,
+    model: Annotated[Optional[str], typer.Option(help=_h(GenerateConfig, "model"))] = None,
+    samples: Annotated[int, typer.Option(help=_h(GenerateConfig, "samples"))] = 1,
+    max_tokens: Annotated[int, typer.Option(help=_h(GenerateConfig, "max_tokens"))] = 2048,
+    temperature: Annotated[float, typer.Option(help=_h(GenerateConfig, "temperature"))] = 0.7,
+    top_p: Annotated[float, typer.Option(help=_h(GenerateConfig, "top_p"))] = 1.0,
+    seed: Annotated[Optional[int], typer.Option(help=_h(GenerateConfig, "seed"))] = None,
+    concurrency: Annotated[Optional[int], typer.Option(help=_h(GenerateConfig, "concurrency"))] = None,
+    reasoning: Annotated[str, typer.Option(help=_h(GenerateConfig, "reasoning"))] = "save",
+    truncation: Annotated[str, typer.Option(help=_h(GenerateConfig, "truncation"))] = "keep",
+    context_length: Annotated[Optional[int], typer.Option(help=_h(GenerateConfig, "context_length"))] = None,
+    dispatch: Annotated[str, typer.Option(help=_h(GenerateConfig, "dispatch"))] = "least-outstanding",
+    prefix_affinity: Annotated[bool, typer.Option(help=_h(GenerateConfig, "prefix_affinity"))] = True,
+    hedge: Annotated[bool, typer.Option(help=_h(GenerateConfig, "hedge"))] = True,
+    retry_errors: Annotated[bool, typer.Option("--retry-errors", help=_h(GenerateConfig, "retry_errors"))] = False,
+    force: Annotated[bool, typer.Option("--force", help=_h(GenerateConfig, "force"))] = False,
+    api_key: Annotated[
+        Optional[str],
+        typer.Option("--api-key", envvar="FLEETGEN_API_KEY", show_envvar=True, help=_h(GenerateConfig, "api_key")),
+    ] = None,
+    config: Annotated[
+        Optional[Path], typer.Option(help="YAML file with a generate config (any field); flags given override it.")
+    ] = None,
+) -> None:
+    """Regenerate the assistant turns of every prompt across the fleet, exactly once per (prompt, sample)."""
+    from fleetgen.config import load_yaml, validate
+
+    base = load_yaml(config, GenerateConfig).model_dump(exclude_unset=True) if config else {}
+    flags = {
+        "prompts": prompts, "output": output, "fleet": fleet, "endpoint": endpoint or [], "model": model,
+        "samples": samples, "max_tokens": max_tokens, "temperature": temperature, "top_p": top_p, "seed": seed,
+        "concurrency": concurrency, "reasoning": reasoning, "truncation": truncation,
+        "context_length": context_length, "dispatch": dispatch, "prefix_affinity": prefix_affinity,
+        "hedge": hedge, "retry_errors": retry_errors, "force": force, "api_key": api_key,
+    }
+    for name, value in flags.items():
+        source = ctx.get_parameter_source(name)
+        given = source is not None and source.name != "DEFAULT"
+        if given or _FIELD_OF.get(name, name) not in base:
+            base[_FIELD_OF.get(name, name)] = value
+    cfg = validate(GenerateConfig, base, source="flags")
+    stats = _run_with_progress(cfg)
+    _print_summary(stats, cfg.output_dir)
+    if stats.interrupted:
+        raise typer.Exit(130)
+
+
+def _run_with_progress(cfg: GenerateConfig) -> Stats:
+    if not sys.stderr.isatty():
+        return generate(cfg)
+    columns = (
+        TextColumn("[bold]generate"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[load]}"),
+    )
+    with Progress(*columns, console=console, refresh_per_second=2) as progress:
+        task = progress.add_task("generate", total=None, rate="", load="")
+
+        def on_progress(s: Stats) -> None:
+            load = " ".join(
+                f"r{r.index}:{r.outstanding}/{r.window}" + ("" if r.in_rotation else "[red]✗[/]") for r in s.replicas
+            )
+            progress.update(
+                task, total=max(s.total, s.done), completed=s.done, rate=f"{s.output_tokens_per_s:.0f} tok/s", load=load
+            )
+
+        return generate(cfg, on_progress=on_progress)
+
+
+def _print_summary(s: Stats, outdir: Path) -> None:
+    t = Table(title=f"generate: {outdir}")
+    for col in ("", "ok", "errors / 4xx", "truncated", "out tokens", "tok/s", "requests", "failures", "hedges"):
+        t.add_column(col, justify="right")
+    for r in s.replicas:
+        rate = r.completion_tokens / s.elapsed_s if s.elapsed_s else 0
+        t.add_row(
+            f"replica {r.index}", str(r.ok), str(r.rejected), "", str(r.completion_tokens), f"{rate:.1f}",
+            str(r.requests), str(r.failures), str(r.hedges),
+        )
+    t.add_row(
+        "[bold]total", str(s.ok), str(s.errors), str(s.truncated), str(s.completion_tokens),
+        f"{s.output_tokens_per_s:.1f}", "", "", "",
+    )
+    console.print(t)
+    tail = f"wall {s.elapsed_s:.1f}s; {s.resumed} already done before this run"
+    if s.stopped_reason:
+        tail += f"; {s.stopped_reason}"
+    console.print(tail + f"; stats in {outdir / 'stats.json'}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("generate")(cmd_generate)

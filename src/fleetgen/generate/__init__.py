@@ -1,0 +1,23 @@
+"""`fleetgen generate`: regenerate every (prompt, sample) across the fleet, exactly once, resumable."""
+
+from fleetgen.generate.config import GenerateConfig
+from fleetgen.generate.outcomes import Completed, Failed, Outcome, Skipped
+from fleetgen.generate.records import BadRow, PromptRecord, normalize, read_prompts
+from fleetgen.generate.runner import generate, run
+from fleetgen.generate.stats import ReplicaStats, Stats
+
+__all__ = [
+    "BadRow",
+    "Completed",
+    "Failed",
+    "GenerateConfig",
+    "Outcome",
+    "PromptRecord",
+    "ReplicaStats",
+    "Skipped",
+    "Stats",
+    "generate",
+    "normalize",
+    "read_prompts",
+    "run",
+]

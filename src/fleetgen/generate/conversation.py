@@ -1,0 +1,195 @@
+"""Regenerating one sample of one prompt, on policy: each assistant turn against the regenerated history."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from fleetgen.generate.client import ChatAnswer, Rejected, TransientError, chat
+from fleetgen.generate.config import GenerateConfig
+from fleetgen.generate.dispatcher import Dispatcher, Replica
+from fleetgen.generate.outcomes import Completed, Failed, Outcome
+from fleetgen.generate.records import PromptRecord
+
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+
+
+@dataclass
+class Session:
+    """What every sample of a run shares: the config, the dispatcher, the HTTP session, the model."""
+
+    config: GenerateConfig
+    dispatcher: Dispatcher
+    http: aiohttp.ClientSession
+    model: str
+    context_length: int | None = None
+    # "auto" until a server says it cannot parse tool calls; then "none" (tools still reach the template).
+    tool_choice: str = "auto"
+    notes: list[str] = field(default_factory=list)
+
+
+def derived_seed(seed: int | None, rid: str, sample: int, turn: int) -> int | None:
+    """A seed per (id, sample, turn): reproducible across resumes and independent of dispatch order."""
+    if seed is None:
+        return None
+    digest = hashlib.blake2b(f"{seed}\x00{rid}\x00{sample}\x00{turn}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big") & 0x7FFFFFFF
+
+
+def is_truncated(answer: ChatAnswer) -> bool:
+    """Cut by the budget, reasoning that never closed, or nothing said: not a success."""
+    if answer.finish_reason == "length":
+        return True
+    content = answer.content or ""
+    if THINK_OPEN in content and THINK_CLOSE not in content.split(THINK_OPEN)[-1]:
+        return True
+    return not content.strip() and not answer.tool_calls
+
+
+async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
+    """Every assistant turn of `prompt` regenerated for sample index `sample`; one Outcome."""
+    cfg = s.config
+    history: list[dict[str, Any]] = []  # what the server sees
+    out: list[dict[str, Any]] = []  # what the result record holds
+    finish: list[str | None] = []
+    replicas: list[str] = []
+    prompt_tokens = completion_tokens = 0
+    truncated = False
+    t0 = time.time()
+    steps: list[dict[str, Any] | None] = list(prompt.messages)
+    if prompt.messages[-1]["role"] != "assistant":
+        steps.append(None)  # a prompt without a final answer gets one
+    turn = 0
+    for m in steps:
+        if m is not None and m["role"] != "assistant":
+            # System, user and recorded tool results stay in place.
+            out.append(dict(m))
+            history.append(dict(m))
+            continue
+        step = await _turn(s, prompt, sample, turn, history)
+        if isinstance(step, Failed):
+            return step
+        answer, replica, cut = step
+        prompt_tokens += answer.prompt_tokens
+        completion_tokens += answer.completion_tokens
+        finish.append(answer.finish_reason)
+        replicas.append(replica.endpoint)
+        if cut:
+            if cfg.truncation == "drop":
+                return Failed(
+                    prompt.id, sample, f"turn {turn} truncated (finish_reason={answer.finish_reason}); dropped by policy",
+                    "truncated", prompt.line,
+                )
+            truncated = True
+        message = _assistant_message(answer, m, cfg.reasoning)
+        out.append(message)
+        history.append(_for_request(message))
+        turn += 1
+    return Completed(
+        id=prompt.id,
+        sample=sample,
+        record={
+            "messages": out,
+            "tools": prompt.tools,
+            "meta": prompt.meta,
+            "finish_reason": finish,
+            "truncated": truncated,
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
+            "replica": replicas[0] if len(set(replicas)) == 1 else replicas,
+            "model": s.model,
+            "sampling": {**cfg.sampling(), "seed": derived_seed(cfg.seed, prompt.id, sample, 0)},
+            "timing": {"started_at": round(t0, 3), "latency_s": round(time.time() - t0, 3)},
+        },
+        truncated=truncated,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+    )
+
+
+def _for_request(m: dict[str, Any]) -> dict[str, Any]:
+    """What the server sees of a message: reasoning of earlier turns is not sent back."""
+    return {k: v for k, v in m.items() if k != "reasoning_content"}
+
+
+def _assistant_message(answer: ChatAnswer, original: dict[str, Any] | None, reasoning: str) -> dict[str, Any]:
+    content = answer.content or ""
+    msg: dict[str, Any] = {"role": "assistant", "content": content}
+    if reasoning == "save" and answer.reasoning:
+        msg["reasoning_content"] = answer.reasoning
+    if answer.tool_calls:
+        calls = [dict(c) for c in answer.tool_calls]
+        recorded = (original or {}).get("tool_calls") or []
+        # Keep the recorded call ids when the count matches, so the recorded tool results stay attached.
+        if len(recorded) == len(calls):
+            for c, r in zip(calls, recorded):
+                if isinstance(r, dict) and r.get("id"):
+                    c["id"] = r["id"]
+        msg["tool_calls"] = calls
+    return msg
+
+
+async def _turn(
+    s: Session, prompt: PromptRecord, sample: int, turn: int, history: list[dict[str, Any]]
+) -> Failed | tuple[ChatAnswer, Replica, bool]:
+    """One assistant turn, with the truncation policy's one longer retry; (answer or Failed, replica, truncated)."""
+    cfg = s.config
+    max_tokens = cfg.max_tokens
+    retried_longer = False
+    tool_fallback_tried = False
+    while True:
+        body = _body(s, prompt, sample, turn, history, max_tokens)
+        timeout = cfg.request_timeout_s(max_tokens)
+
+        async def call(replica: Replica, body: dict[str, Any] = body, timeout: float = timeout) -> ChatAnswer:
+            return await chat(s.http, replica.endpoint, body, timeout)
+
+        try:
+            answer, replica = await s.dispatcher.run(prompt.id, call)
+        except Rejected as e:
+            if prompt.tools and "tool" in e.message.lower() and s.tool_choice != "none" and not tool_fallback_tried:
+                tool_fallback_tried = True
+                s.tool_choice = "none"
+                s.notes.append(f"server refused tool_choice=auto ({e.message}); sending tools with tool_choice=none")
+                continue
+            return Failed(prompt.id, sample, f"turn {turn}: server rejected the request: {e.message}", "rejected", prompt.line)
+        except TransientError as e:
+            return Failed(
+                prompt.id, sample, f"turn {turn}: gave up after {cfg.max_attempts} attempts: {e.message}", "failed", prompt.line
+            )
+        replica.stats.completion_tokens += answer.completion_tokens
+        replica.stats.prompt_tokens += answer.prompt_tokens
+        cut = is_truncated(answer)
+        if cut and cfg.truncation == "retry-longer" and not retried_longer and answer.finish_reason == "length":
+            retried_longer = True
+            limit = (s.context_length - answer.prompt_tokens) if s.context_length else 2 * max_tokens
+            longer = min(2 * max_tokens, limit)
+            if longer > max_tokens:
+                max_tokens = longer
+                continue
+        return answer, replica, cut
+
+
+def _body(
+    s: Session, prompt: PromptRecord, sample: int, turn: int, history: list[dict[str, Any]], max_tokens: int
+) -> dict[str, Any]:
+    cfg = s.config
+    body: dict[str, Any] = {
+        "model": s.model,
+        "messages": history,
+        "max_tokens": max_tokens,
+        "temperature": cfg.temperature,
+        "top_p": cfg.top_p,
+    }
+    seed = derived_seed(cfg.seed, prompt.id, sample, turn)
+    if seed is not None:
+        body["seed"] = seed
+    if prompt.tools:
+        body["tools"] = prompt.tools
+        body["tool_choice"] = s.tool_choice
+    if cfg.reasoning == "off":
+        body["chat_template_kwargs"] = {"enable_thinking": False}
+    return body

@@ -1,0 +1,312 @@
+"""Which replica serves the next request: bounded windows, least outstanding, affinity, hedging, ejection.
+
+Knows nothing engine-specific: a replica is an endpoint with a window of in-flight requests.
+A request is a coroutine function of the replica; the dispatcher retries it with backoff on
+another replica when it fails transiently, takes replicas that keep failing out of rotation
+(and lets one request probe them again after a cool-down), and stops with NoReplicaError
+when none has answered for `give_up_after_s`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+import time
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from fleetgen.errors import NoReplicaError
+from fleetgen.generate.client import Rejected, TransientError, backoff_delay
+from fleetgen.generate.stats import Clock, ReplicaStats
+
+T = TypeVar("T")
+
+MAX_COOLDOWN_S = 60.0
+
+
+@dataclass
+class DispatchPolicy:
+    """The knobs of dispatch; GenerateConfig fills them."""
+
+    least_outstanding: bool = True
+    prefix_affinity: bool = True
+    hedge: bool = True
+    hedge_after_s: float = 10.0
+    max_attempts: int = 6
+    backoff_base_s: float = 0.5
+    backoff_max_s: float = 30.0
+    failures_to_eject: int = 3
+    cooldown_s: float = 5.0
+    give_up_after_s: float = 120.0
+
+
+class Replica:
+    """One server as the dispatcher sees it; its counters live in `stats`."""
+
+    def __init__(self, index: int, endpoint: str, window: int) -> None:
+        self.index = index
+        self.endpoint = endpoint
+        self.window = window
+        self.stats = ReplicaStats(index=index, endpoint=endpoint, window=window)
+        self.consecutive_failures = 0
+        self.retry_at = 0.0  # when out of rotation: earliest time a probe request may go
+        self.cooldown = 0.0
+        self.probing = False
+
+    @property
+    def outstanding(self) -> int:
+        return self.stats.outstanding
+
+    @property
+    def in_rotation(self) -> bool:
+        return self.stats.in_rotation
+
+    def __repr__(self) -> str:
+        return f"Replica({self.index}, {self.endpoint}, {self.outstanding}/{self.window})"
+
+
+class Dispatcher:
+    """Hands out replica slots and runs requests on them; all methods run on one event loop."""
+
+    def __init__(
+        self,
+        endpoints: Sequence[str],
+        window: int,
+        policy: DispatchPolicy,
+        *,
+        clock: Clock = time.monotonic,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not endpoints:
+            raise ValueError("no endpoints")
+        self.replicas = [Replica(i, e, window) for i, e in enumerate(endpoints)]
+        self.policy = policy
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self._changed = asyncio.Event()
+        self._pins: OrderedDict[str, Replica] = OrderedDict()
+        self._max_pins = max(1024, 8 * self.capacity)
+        self._rr = 0
+        self._latencies: deque[float] = deque(maxlen=256)
+        self._tail = asyncio.get_running_loop().create_future()
+        self._all_down_since: float | None = None
+        self._dead: str | None = None
+
+    @property
+    def capacity(self) -> int:
+        """Requests all replicas take at once: how many the runner keeps in flight."""
+        return sum(r.window for r in self.replicas)
+
+    def enter_tail(self) -> None:
+        """The input is exhausted: from now on stragglers may be hedged."""
+        if not self._tail.done():
+            self._tail.set_result(None)
+
+    def forget(self, key: str) -> None:
+        """The prompt behind `key` is finished: drop its affinity pin."""
+        self._pins.pop(key, None)
+
+    # --- choosing a replica -------------------------------------------------------------
+
+    def _available(self, r: Replica, now: float) -> bool:
+        if r.in_rotation:
+            return r.outstanding < r.window
+        # Out of rotation: after its cool-down, one request probes it (half-open).
+        return not r.probing and r.outstanding == 0 and now >= r.retry_at
+
+    def _choose(self, key: str | None, exclude: Replica | None = None) -> Replica | None:
+        now = self.clock()
+        if not self.policy.least_outstanding:
+            return self._choose_round_robin(now, exclude)
+        candidates = [r for r in self.replicas if r is not exclude and self._available(r, now)]
+        if not candidates:
+            return None
+        # Load is relative to the window, so replicas of different sizes fill alike.
+        best = min(candidates, key=lambda r: (r.outstanding / r.window, r.index))
+        if self.policy.prefix_affinity and key is not None and exclude is None:
+            pinned = self._pins.get(key)
+            if pinned is not None and pinned in candidates and pinned.in_rotation:
+                slack = max(2, pinned.window // 8)
+                # Affinity yields to balance once the pinned replica is clearly busier than the best.
+                if pinned.outstanding <= best.outstanding * pinned.window / best.window + slack:
+                    self._pins.move_to_end(key)
+                    return pinned
+            self._pins[key] = best
+            self._pins.move_to_end(key)
+            if len(self._pins) > self._max_pins:
+                self._pins.popitem(last=False)
+        return best
+
+    def _choose_round_robin(self, now: float, exclude: Replica | None) -> Replica | None:
+        """Next replica in turn, waiting for it even when another is idle (the baseline we beat)."""
+        n = len(self.replicas)
+        for step in range(n):
+            r = self.replicas[(self._rr + step) % n]
+            if r is exclude or not (r.in_rotation or now >= r.retry_at):
+                continue
+            if self._available(r, now):
+                self._rr = (self._rr + step + 1) % n
+                return r
+            return None  # its turn, but full: wait for it
+        return None
+
+    def _take(self, r: Replica) -> Replica:
+        if not r.in_rotation:
+            r.probing = True
+        r.stats.outstanding += 1
+        r.stats.requests += 1
+        return r
+
+    async def acquire(self, key: str | None = None) -> Replica:
+        """A slot on a replica, waiting for one; NoReplicaError once every replica is given up."""
+        while True:
+            if self._dead:
+                raise NoReplicaError(self._dead, hint="start or fix the servers, then run the same command to resume")
+            r = self._choose(key)
+            if r is not None:
+                return self._take(r)
+            self._changed.clear()
+            await self._changed.wait()
+
+    def try_acquire_other(self, than: Replica) -> Replica | None:
+        """A free slot on another replica in rotation, without waiting (for hedging)."""
+        now = self.clock()
+        others = [r for r in self.replicas if r is not than and r.in_rotation and self._available(r, now)]
+        if not others:
+            return None
+        return self._take(min(others, key=lambda r: r.outstanding / r.window))
+
+    def release(self, r: Replica, *, ok: bool = False, failure: TransientError | None = None, rejected: bool = False) -> None:
+        """Return a slot, with what happened: ok, a transient failure, a rejection, or none (cancelled)."""
+        r.stats.outstanding -= 1
+        was_probe = r.probing
+        r.probing = False
+        if ok or rejected:
+            # A 4xx is an answer too: the server is alive.
+            r.consecutive_failures = 0
+            if not r.in_rotation:
+                r.stats.in_rotation = True
+                r.cooldown = 0.0
+            self._all_down_since = None
+            if rejected:
+                r.stats.rejected += 1
+            else:
+                r.stats.ok += 1
+        elif failure is not None:
+            r.stats.failures += 1
+            if failure.counts_against_replica:
+                r.consecutive_failures += 1
+                if was_probe or (r.in_rotation and r.consecutive_failures >= self.policy.failures_to_eject):
+                    self._eject(r)
+        self._wake()
+
+    def _eject(self, r: Replica) -> None:
+        r.stats.in_rotation = False
+        r.stats.ejections += 1
+        r.cooldown = min(MAX_COOLDOWN_S, r.cooldown * 2 if r.cooldown else self.policy.cooldown_s)
+        r.retry_at = self.clock() + r.cooldown
+        loop = asyncio.get_running_loop()
+        loop.call_later(r.cooldown, self._wake)
+        if not any(x.in_rotation for x in self.replicas) and self._all_down_since is None:
+            self._all_down_since = self.clock()
+            loop.call_later(self.policy.give_up_after_s, self._check_dead)
+
+    def _check_dead(self) -> None:
+        if self._all_down_since is None or any(x.in_rotation for x in self.replicas):
+            return
+        down_for = self.clock() - self._all_down_since
+        if down_for >= self.policy.give_up_after_s * 0.999:
+            self._dead = (
+                f"no replica has answered for {down_for:.0f}s "
+                f"({', '.join(r.endpoint for r in self.replicas)}); stopped cleanly, the job can be resumed"
+            )
+            self._wake()
+        else:
+            asyncio.get_running_loop().call_later(self.policy.give_up_after_s - down_for, self._check_dead)
+
+    def _wake(self) -> None:
+        self._changed.set()
+
+    # --- running a request -----------------------------------------------------------------
+
+    async def run(self, key: str | None, fn: Callable[[Replica], Awaitable[T]]) -> tuple[T, Replica]:
+        """Run `fn` on a replica until it answers: retries transient failures elsewhere with backoff.
+
+        Rejected (4xx) propagates at once; after max_attempts the last TransientError propagates.
+        """
+        attempt = 0
+        while True:
+            try:
+                return await self._run_once(key, fn)
+            except TransientError as e:
+                attempt += 1
+                if attempt >= self.policy.max_attempts:
+                    raise
+                delay = backoff_delay(attempt - 1, self.policy.backoff_base_s, self.policy.backoff_max_s, self.rng)
+                if e.retry_after is not None:
+                    delay = max(delay, min(e.retry_after, self.policy.backoff_max_s))
+                await asyncio.sleep(delay)
+
+    async def _run_once(self, key: str | None, fn: Callable[[Replica], Awaitable[T]]) -> tuple[T, Replica]:
+        r = await self.acquire(key)
+        started = self.clock()
+        first = asyncio.ensure_future(fn(r))
+        running: dict[asyncio.Future, Replica] = {first: r}
+        try:
+            if self.policy.hedge:
+                await self._wait_or_hedge(first, r, started, fn, running)
+            last_error: BaseException | None = None
+            while running:
+                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for fut in done:
+                    rep = running.pop(fut)
+                    exc = fut.exception()
+                    if exc is None:
+                        self.release(rep, ok=True)
+                        self._latencies.append(self.clock() - started)
+                        return fut.result(), rep
+                    if isinstance(exc, TransientError):
+                        self.release(rep, failure=exc)
+                    elif isinstance(exc, Rejected):
+                        self.release(rep, rejected=True)
+                    else:
+                        self.release(rep)
+                    last_error = exc
+            assert last_error is not None
+            raise last_error
+        finally:
+            for fut, rep in running.items():
+                fut.cancel()  # the losing hedge: closing its connection makes the server abort it
+                self.release(rep)
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
+
+    async def _wait_or_hedge(
+        self,
+        first: asyncio.Future,
+        r: Replica,
+        started: float,
+        fn: Callable[[Replica], Awaitable[T]],
+        running: dict[asyncio.Future, Replica],
+    ) -> None:
+        """In the tail, a request slower than the hedge threshold gets a twin on an idle replica."""
+        if not self._tail.done():
+            await asyncio.wait({first, self._tail}, return_when=asyncio.FIRST_COMPLETED)
+            if first.done():
+                return
+        threshold = self.policy.hedge_after_s
+        if len(self._latencies) >= 8:
+            threshold = max(threshold, 2 * statistics.median(self._latencies))
+        remaining = threshold - (self.clock() - started)
+        if remaining > 0:
+            done, _ = await asyncio.wait({first}, timeout=remaining)
+            if done:
+                return
+        other = self.try_acquire_other(r)
+        if other is None:
+            return
+        other.stats.hedges += 1
+        running[asyncio.ensure_future(fn(other))] = other

@@ -1,0 +1,245 @@
+"""The output directory as a crash-safe journal: append-only results and errors, keyed by (id, sample).
+
+A line is written whole, in one write() per batch, then flushed and fsynced; after a crash only
+the last line can be torn, and `repair` cuts it. What is done is read back by id, never by
+counting lines.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from fleetgen.errors import InputError, ResumeMismatchError
+
+RESULTS = "results.jsonl"
+ERRORS = "errors.jsonl"
+JOB = "job.json"
+STATS = "stats.json"
+
+# Records are written with "id" then "sample" first, so the key is read without parsing the whole line.
+_KEY_RE = re.compile(rb'^\{"id":("(?:[^"\\]|\\.)*"|null),"sample":(\d+|null)')
+
+
+class DoneSet:
+    """Which (id, sample) pairs are recorded, as a bitmask per id (compact for millions of rows)."""
+
+    def __init__(self) -> None:
+        self._samples: dict[str, int] = {}
+        self.bad_lines: set[int] = set()
+        self.results = 0
+        self.errors = 0
+
+    def add(self, rid: str, sample: int) -> bool:
+        """Mark (rid, sample) done; False when it already was."""
+        bits = self._samples.get(rid, 0)
+        bit = 1 << sample
+        if bits & bit:
+            return False
+        self._samples[rid] = bits | bit
+        return True
+
+    def __contains__(self, key: tuple[str, int]) -> bool:
+        return bool(self._samples.get(key[0], 0) & (1 << key[1]))
+
+    def __len__(self) -> int:
+        return self.results + self.errors
+
+
+def repair(path: Path) -> int:
+    """Cut a torn or unparsable tail so the file ends with a complete line; returns bytes removed."""
+    if not path.exists():
+        return 0
+    size = path.stat().st_size
+    with open(path, "rb+") as f:
+        keep = size
+        while keep > 0:
+            start = _line_start(f, keep)
+            f.seek(keep - 1)
+            if f.read(1) == b"\n":
+                f.seek(start)
+                try:
+                    orjson.loads(f.read(keep - start))
+                    break
+                except orjson.JSONDecodeError:
+                    pass
+            keep = start
+        if keep != size:
+            f.truncate(keep)
+            f.flush()
+            os.fsync(f.fileno())
+    return size - keep
+
+
+def _line_start(f: Any, end: int) -> int:
+    """Offset where the line ending at `end` (exclusive, newline included) begins."""
+    pos = end - 1  # skip the line's own newline
+    block = 1 << 16
+    while pos > 0:
+        start = max(0, pos - block)
+        f.seek(start)
+        chunk = f.read(pos - start)
+        nl = chunk.rfind(b"\n")
+        if nl >= 0:
+            return start + nl + 1
+        pos = start
+    return 0
+
+
+def _key_of(line: bytes) -> tuple[str | None, int | None, dict[str, Any] | None]:
+    m = _KEY_RE.match(line)
+    if m:
+        rid = orjson.loads(m.group(1))
+        sample = None if m.group(2) == b"null" else int(m.group(2))
+        return rid, sample, None
+    rec = orjson.loads(line)
+    return rec.get("id"), rec.get("sample"), rec
+
+
+def load_done(outdir: Path) -> DoneSet:
+    """Read results and errors into a DoneSet: one streaming pass, the key read from each line's head."""
+    done = DoneSet()
+    results = outdir / RESULTS
+    if results.exists():
+        with open(results, "rb") as f:
+            for line in f:
+                if line.strip():
+                    rid, sample, _ = _key_of(line)
+                    if rid is not None and sample is not None and done.add(rid, sample):
+                        done.results += 1
+    errors = outdir / ERRORS
+    if errors.exists():
+        with open(errors, "rb") as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                rid, sample, rec = _key_of(line)
+                if sample is None:
+                    # A row-level input error: the whole row, keyed by its line in the prompt file.
+                    rec = rec if rec is not None else orjson.loads(line)
+                    if isinstance(rec.get("line"), int):
+                        done.bad_lines.add(rec["line"])
+                        done.errors += 1
+                elif rid is not None and done.add(rid, sample):
+                    done.errors += 1
+    return done
+
+
+def archive_errors(outdir: Path) -> Path | None:
+    """Move errors.jsonl aside (atomic rename) so its rows are attempted again and recorded once."""
+    errors = outdir / ERRORS
+    if not errors.exists() or errors.stat().st_size == 0:
+        return None
+    n = 1
+    while (outdir / f"errors.retried-{n}.jsonl").exists():
+        n += 1
+    target = outdir / f"errors.retried-{n}.jsonl"
+    os.replace(errors, target)
+    _fsync_dir(outdir)
+    return target
+
+
+def check_identity(outdir: Path, identity: dict[str, Any], *, force: bool) -> None:
+    """Record the job's identity, or refuse to resume a directory that belongs to another job."""
+    path = outdir / JOB
+    if path.exists():
+        try:
+            recorded = orjson.loads(path.read_bytes())
+        except orjson.JSONDecodeError:
+            recorded = None
+        if recorded != identity:
+            diffs = _identity_diff(recorded, identity)
+            if not force:
+                raise ResumeMismatchError(
+                    f"{outdir} holds a different job: {diffs}",
+                    hint="use the original settings, another --output directory, or --force to resume anyway",
+                )
+    write_atomic(path, orjson.dumps(identity, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+
+
+def _identity_diff(old: Any, new: dict[str, Any]) -> str:
+    if not isinstance(old, dict):
+        return "job.json is unreadable"
+    parts = []
+    flat_old, flat_new = _flatten(old), _flatten(new)
+    for key in sorted(set(flat_old) | set(flat_new)):
+        if flat_old.get(key) != flat_new.get(key):
+            parts.append(f"{key} was {flat_old.get(key)!r}, now {flat_new.get(key)!r}")
+    return "; ".join(parts)
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(d: Path) -> None:
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Journal:
+    """Append-only results and errors files of one output directory; only the writer task calls commit."""
+
+    def __init__(self, outdir: Path) -> None:
+        self.outdir = Path(outdir)
+        self._results = open(self.outdir / RESULTS, "ab")
+        self._errors = open(self.outdir / ERRORS, "ab")
+
+    @classmethod
+    def open(cls, outdir: Path, *, retry_errors: bool) -> tuple[Journal, DoneSet]:
+        """Repair torn tails, set errors aside when retrying them, and read what is done."""
+        outdir = Path(outdir)
+        try:
+            outdir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise InputError(f"cannot create output directory {outdir}: {e.strerror}") from None
+        for name in (RESULTS, ERRORS):
+            cut = repair(outdir / name)
+            if cut:
+                print(f"note: repaired {name}: cut {cut} bytes of a torn last line", flush=True)
+        if retry_errors:
+            archive_errors(outdir)
+        done = load_done(outdir)
+        journal = cls(outdir)
+        _fsync_dir(outdir)
+        return journal, done
+
+    def commit(self, results: list[bytes], errors: list[bytes]) -> None:
+        """Write each batch in one write(), then flush and fsync: a line is either all there or cut."""
+        for f, lines in ((self._results, results), (self._errors, errors)):
+            if lines:
+                f.write(b"".join(lines))
+                f.flush()
+                os.fsync(f.fileno())
+
+    def close(self) -> None:
+        self._results.close()
+        self._errors.close()
+
+
+def dumps_line(record: dict[str, Any]) -> bytes:
+    """One JSONL line; records must start with "id" and "sample" (see _KEY_RE)."""
+    return orjson.dumps(record) + b"\n"

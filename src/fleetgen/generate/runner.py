@@ -1,0 +1,291 @@
+"""`generate(config)`: the entry point that ties input, journal, dispatcher and writer together."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from fleetgen.errors import ConfigError, NoReplicaError
+from fleetgen.fleet.state import read_state
+from fleetgen.generate import client
+from fleetgen.generate.config import GenerateConfig
+from fleetgen.generate.conversation import Session, regenerate
+from fleetgen.generate.dispatcher import Dispatcher, DispatchPolicy
+from fleetgen.generate.journal import STATS, DoneSet, Journal, check_identity, write_atomic
+from fleetgen.generate.outcomes import Batch, Failed, Outcome, Skipped, record
+from fleetgen.generate.records import BadRow, PromptRecord, fingerprint, read_prompts
+from fleetgen.generate.stats import Clock, Stats
+from fleetgen.generate.writer import Writer
+
+DEFAULT_WINDOW = 64
+# Requests queued on each server beyond what it runs at once, so a finished slot never waits on us.
+WINDOW_QUEUE = 8
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where requests go: endpoints, the model they serve, the window per replica."""
+
+    endpoints: list[str]
+    model: str | None
+    window: int
+    api_key: str | None
+
+
+def resolve_target(config: GenerateConfig) -> Target:
+    """Endpoints from the fleet state or --endpoint, with the API key from config or FLEETGEN_API_KEY."""
+    key = config.api_key.get_secret_value() if config.api_key else (os.environ.get("FLEETGEN_API_KEY") or None)
+    if config.fleet_state is not None:
+        fleet = read_state(config.fleet_state)
+        if not fleet.replicas:
+            raise ConfigError(f"fleet state {config.fleet_state} lists no replicas", hint="start one with `fleetgen up`")
+        if fleet.api_key_required and not key:
+            raise ConfigError("the fleet requires an API key", hint="pass --api-key or set FLEETGEN_API_KEY")
+        running = fleet.max_running_requests
+        window = config.concurrency or ((running + WINDOW_QUEUE) if running else DEFAULT_WINDOW)
+        return Target(fleet.endpoints, config.model or fleet.served_model_name, window, key)
+    return Target(list(config.endpoints), config.model, config.concurrency or DEFAULT_WINDOW, key)
+
+
+def generate(
+    config: GenerateConfig,
+    *,
+    on_progress: Callable[[Stats], None] | None = None,
+    clock: Clock = time.monotonic,
+    handle_signals: bool = True,
+) -> Stats:
+    """Regenerate every (prompt, sample) not yet recorded in config.output_dir; returns the run's counters.
+
+    Raises ResumeMismatchError when the directory holds another job (unless force), and
+    NoReplicaError when every replica stopped answering (what is done stays done; run again to resume).
+    """
+    return asyncio.run(run(config, on_progress=on_progress, clock=clock, handle_signals=handle_signals))
+
+
+async def run(
+    config: GenerateConfig,
+    *,
+    on_progress: Callable[[Stats], None] | None = None,
+    clock: Clock = time.monotonic,
+    handle_signals: bool = True,
+) -> Stats:
+    """The async form of `generate`, for callers that own an event loop."""
+    target = resolve_target(config)
+    fp, rows = await asyncio.to_thread(fingerprint, config.prompts)
+    stats = Stats(clock=clock, total=rows * config.samples)
+    dispatcher = Dispatcher(target.endpoints, target.window, _policy(config), clock=clock)
+    stats.replicas = [r.stats for r in dispatcher.replicas]
+    async with client.new_session(target.api_key, dispatcher.capacity + 16) as http:
+        model, context_length = await _check_endpoints(http, target)
+        identity = {
+            "prompts": {"sha256": fp, "rows": rows},
+            "model": model,
+            "sampling": config.sampling(),
+        }
+        outdir = Path(config.output_dir)
+        outdir.mkdir(parents=True, exist_ok=True)
+        check_identity(outdir, identity, force=config.force)
+        journal, done = Journal.open(outdir, retry_errors=config.retry_errors)
+        session = Session(config, dispatcher, http, model, config.context_length or context_length)
+        writer = Writer(
+            journal, done, stats, queue_size=4 * dispatcher.capacity,
+            commit_interval_s=config.commit_interval_s, on_commit=on_progress,
+        )
+        loop = _Loop(session, writer, done, stats)
+        try:
+            await loop.run(handle_signals)
+        finally:
+            journal.close()
+            stats.finished = clock()
+            write_atomic(outdir / STATS, orjson.dumps(stats.to_dict(), option=orjson.OPT_INDENT_2))
+            for note in session.notes[:1]:
+                print(f"note: {note}", file=sys.stderr)
+    return stats
+
+
+def _policy(config: GenerateConfig) -> DispatchPolicy:
+    return DispatchPolicy(
+        least_outstanding=config.dispatch == "least-outstanding",
+        prefix_affinity=config.prefix_affinity,
+        hedge=config.hedge,
+        hedge_after_s=config.hedge_after_s,
+        max_attempts=config.max_attempts,
+        backoff_base_s=config.backoff_base_s,
+        backoff_max_s=config.backoff_max_s,
+        failures_to_eject=config.replica_failures,
+        cooldown_s=config.replica_cooldown_s,
+        give_up_after_s=config.give_up_after_s,
+    )
+
+
+async def _check_endpoints(http, target: Target) -> tuple[str, int | None]:
+    """The model every reachable endpoint serves, and its context length; unreachable ones are left to retry."""
+    answers = await asyncio.gather(*(client.served_models(http, e) for e in target.endpoints))
+    reachable = [(e, ids, ctx) for e, (ids, ctx) in zip(target.endpoints, answers) if ids]
+    if not reachable:
+        if target.model is None:
+            raise NoReplicaError(
+                f"no endpoint answers /v1/models: {', '.join(target.endpoints)}",
+                hint="check that the servers are up (`fleetgen status`), or pass --model",
+            )
+        return target.model, None
+    model = target.model or reachable[0][1][0]
+    wrong = [f"{e} serves {ids}" for e, ids, _ in reachable if model not in ids]
+    if wrong:
+        raise ConfigError(
+            f"not every endpoint serves model {model!r}: " + "; ".join(wrong),
+            hint="every replica must serve the same model; pass --model or fix the endpoints",
+        )
+    contexts = [c for _, _, c in reachable if c]
+    return model, (min(contexts) if contexts else None)
+
+
+class _Loop:
+    """Keeps `capacity` samples in flight, hands outcomes to the writer, stops on signal or lost fleet."""
+
+    def __init__(self, session: Session, writer: Writer, done: DoneSet, stats: Stats) -> None:
+        self.s = session
+        self.writer = writer
+        self.done = done
+        self.stats = stats
+        self.dispatcher = session.dispatcher
+        self.config = session.config
+        self._remaining: dict[str, int] = {}  # samples still in flight per prompt id, to drop its pin
+        self._stop = asyncio.get_running_loop().create_future()
+        self._hard_stop = asyncio.get_running_loop().create_future()
+        self._fatal: BaseException | None = None
+
+    def request_stop(self, reason: str) -> None:
+        if not self._stop.done():
+            self._stop.set_result(reason)
+        elif not self._hard_stop.done():
+            self._hard_stop.set_result(reason)
+
+    async def run(self, handle_signals: bool) -> None:
+        loop = asyncio.get_running_loop()
+        signals = (signal.SIGINT, signal.SIGTERM) if handle_signals else ()
+        for sig in signals:
+            loop.add_signal_handler(sig, self.request_stop, signal.Signals(sig).name)
+        writer_task = asyncio.create_task(self.writer.run())
+        try:
+            await self._drive()
+        finally:
+            for sig in signals:
+                loop.remove_signal_handler(sig)
+            await self.writer.close()
+            await writer_task
+        if self._fatal is not None:
+            raise self._fatal
+
+    async def _drive(self) -> None:
+        work = self._work()
+        capacity = self.dispatcher.capacity
+        pending: set[asyncio.Task[Outcome]] = set()
+        exhausted = False
+        deadline: float | None = None
+        while True:
+            while not exhausted and not self._stop.done() and len(pending) < capacity:
+                item = next(work, None)
+                if item is None:
+                    exhausted = True
+                    self.dispatcher.enter_tail()
+                elif isinstance(item, Failed):
+                    await self.writer.put(item)
+                else:
+                    pending.add(asyncio.create_task(self._sample(*item)))
+            if not pending:
+                return
+            if self._stop.done():
+                if deadline is None:
+                    deadline = time.monotonic() + self.config.stop_grace_s
+                    self.stats.interrupted = True
+                    self.stats.stopped_reason = self.stats.stopped_reason or f"stopped by {self._stop.result()}"
+                    print(
+                        f"stopping: waiting up to {self.config.stop_grace_s:.0f}s for {len(pending)} sample(s) in flight "
+                        "(again to abandon them)",
+                        file=sys.stderr,
+                    )
+                timeout = max(0.0, deadline - time.monotonic())
+                done, _ = await asyncio.wait(pending | {self._hard_stop}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                give_up = not done or self._hard_stop.done()
+            else:
+                done, _ = await asyncio.wait(pending | {self._stop}, return_when=asyncio.FIRST_COMPLETED)
+                give_up = False
+            for task in done:
+                if task not in pending:
+                    continue
+                pending.discard(task)
+                exc = task.exception()
+                if isinstance(exc, NoReplicaError):
+                    self._fatal = exc
+                    self.stats.stopped_reason = exc.message
+                    self.request_stop("lost fleet")
+                    self.request_stop("lost fleet")  # nothing in flight can finish: abandon at once
+                    continue
+                if exc is not None:
+                    raise exc
+                await self.writer.put(task.result())
+            if give_up:
+                await self._abandon(pending)
+                return
+
+    async def _abandon(self, pending: set[asyncio.Task[Outcome]]) -> None:
+        """Cancel what is in flight: those samples are simply not recorded, and a resume redoes them."""
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        pending.clear()
+
+    async def _sample(self, prompt: PromptRecord, sample: int) -> Outcome:
+        try:
+            return await regenerate(self.s, prompt, sample)
+        except (NoReplicaError, asyncio.CancelledError):
+            raise
+        except Exception as e:  # a bug must cost one row, not the run; the traceback says where
+            traceback.print_exc(file=sys.stderr)
+            return Failed(prompt.id, sample, f"internal error: {type(e).__name__}: {e}", "internal", prompt.line)
+        finally:
+            left = self._remaining.get(prompt.id, 1) - 1
+            if left <= 0:
+                self._remaining.pop(prompt.id, None)
+                self.dispatcher.forget(prompt.id)
+            else:
+                self._remaining[prompt.id] = left
+
+    def _work(self) -> Iterator[tuple[PromptRecord, int] | Failed]:
+        """(prompt, sample) pairs not yet recorded, in file order; bad rows as row-level Failed."""
+        samples = self.config.samples
+        first_line: dict[int, int] = {}  # 64-bit id hash -> line of its first row
+        skipped = Batch()
+        for item in read_prompts(self.config.prompts):
+            if isinstance(item, BadRow):
+                if item.line not in self.done.bad_lines:
+                    yield Failed(item.id, None, f"line {item.line}: {item.reason}", "input", item.line)
+                else:
+                    self.stats.resumed += 1
+                continue
+            h = int.from_bytes(hashlib.blake2b(item.id.encode(), digest_size=8).digest(), "big")
+            seen = first_line.setdefault(h, item.line)
+            if seen != item.line:
+                if item.line not in self.done.bad_lines:
+                    yield Failed(item.id, None, f"line {item.line}: duplicate id {item.id!r} (first on line {seen})", "input", item.line)
+                else:
+                    self.stats.resumed += 1
+                continue
+            todo = [k for k in range(samples) if (item.id, k) not in self.done]
+            for k in range(samples - len(todo)):
+                record(Skipped(item.id, k), skipped, self.done, self.stats)
+            if todo:
+                self._remaining[item.id] = len(todo)
+            for k in todo:
+                yield item, k
