@@ -22,7 +22,7 @@ from fleetgen.fleet.devices import cpu_shares, discover_gpus, gpu_groups
 from fleetgen.fleet.engines import Engine, Phase, ReplicaSpec, get_engine
 from fleetgen.fleet.logtail import LogFollower
 from fleetgen.fleet.process import is_alive, stop_processes
-from fleetgen.fleet.state import FleetState, ReplicaState, ensure_state_dir, read_state, write_state
+from fleetgen.fleet.state import FleetState, ReplicaState, clear_state, ensure_state_dir, read_state, write_state
 from fleetgen.models import model_cache_dir, resolve_model, served_name_for
 
 # Fields whose values legitimately differ across healthy replicas (free memory differs per GPU).
@@ -145,6 +145,29 @@ def spawn(engine: Engine, spec: ReplicaSpec, log_path: Path, python: str, extra_
         log.close()
 
 
+def start_replica(
+    engine: Engine, spec: ReplicaSpec, state_dir: Path, python: str, extra_env: dict[str, str]
+) -> tuple[ReplicaState, subprocess.Popen]:
+    """Spawn one replica with a fresh log and describe it; the same path serves `up` and restarts."""
+    log_path = Path(state_dir) / "logs" / f"replica-{spec.index}.log"
+    log_path.write_bytes(b"")
+    proc = spawn(engine, spec, log_path, python, extra_env)
+    replica = ReplicaState(
+        index=spec.index,
+        endpoint=endpoint_of(spec),
+        pid=proc.pid,
+        create_time=psutil.Process(proc.pid).create_time(),
+        engine=engine.name,
+        model=spec.model,
+        served_model_name=spec.served_model_name,
+        gpus=list(spec.gpus),
+        cpus=list(spec.cpus),
+        log_path=str(log_path),
+        command=_redact(engine.command(spec, python), spec.api_key),
+    )
+    return replica, proc
+
+
 async def up(config: FleetConfig, *, on_progress: ProgressCallback | None = None, python: str | None = None) -> FleetState:
     """Start the fleet and return its state once every replica generated and configs agree."""
     state_dir = ensure_state_dir(config.state_dir)
@@ -161,41 +184,23 @@ async def up(config: FleetConfig, *, on_progress: ProgressCallback | None = None
             file=sys.stderr,
         )
     python = python or sys.executable
-    replicas: list[ReplicaState] = []
-    procs: list[subprocess.Popen] = []
-    for spec in specs:
-        log_path = state_dir / "logs" / f"replica-{spec.index}.log"
-        log_path.write_bytes(b"")
-        proc = spawn(engine, spec, log_path, python, config.env)
-        procs.append(proc)
-        replicas.append(
-            ReplicaState(
-                index=spec.index,
-                endpoint=endpoint_of(spec),
-                pid=proc.pid,
-                create_time=psutil.Process(proc.pid).create_time(),
-                engine=engine.name,
-                model=model_path,
-                served_model_name=spec.served_model_name,
-                gpus=list(spec.gpus),
-                cpus=list(spec.cpus),
-                log_path=str(log_path),
-                command=_redact(engine.command(spec, python), spec.api_key),
-            )
-        )
+    started = [start_replica(engine, spec, state_dir, python, config.env) for spec in specs]
+    replicas = [r for r, _ in started]
     state = FleetState(
         engine=engine.name,
         model=model_path,
         served_model_name=specs[0].served_model_name,
         api_key_required=bool(specs[0].api_key),
         max_running_requests=config.max_running_requests,
+        python=python,
+        config=config.model_dump(mode="json", exclude={"api_key"}),
         replicas=replicas,
     )
     # Written before waiting, so `down` can clean up even if `up` itself is killed.
     write_state(state_dir, state)
     try:
         configs = await asyncio.gather(
-            *(_wait_ready(engine, r, p, config, specs[0].api_key, on_progress) for r, p in zip(replicas, procs))
+            *(wait_ready(engine, r, p, config, specs[0].api_key, on_progress) for r, p in started)
         )
         hard, soft = probe.compare_configs(list(configs), SOFT_CONFIG_FIELDS)
         if hard:
@@ -211,9 +216,33 @@ async def up(config: FleetConfig, *, on_progress: ProgressCallback | None = None
         return state
     except BaseException:
         stop_processes([(r.pid, r.create_time) for r in replicas], grace_s=min(config.stop_grace_s, 10))
-        state_path = Path(state_dir) / "fleet.json"
-        state_path.unlink(missing_ok=True)
+        clear_state(state_dir)
         raise
+
+
+async def restart_replica(
+    state_dir: Path, index: int, *, api_key: str | None = None, on_progress: ProgressCallback | None = None
+) -> ReplicaState:
+    """Stop what is left of replica `index` and start it again in place: same devices, same port."""
+    state = read_state(state_dir)
+    config = FleetConfig.model_validate({**state.config, "api_key": api_key})
+    engine = get_engine(state.engine)
+    old = state.replicas[index]
+    stop_processes([(old.pid, old.create_time)], grace_s=min(config.stop_grace_s, 10))
+    spec = plan_replicas(config, state.model)[index]
+    check_port_free(spec.host, spec.port)
+    replica, proc = start_replica(engine, spec, state_dir, state.python or sys.executable, config.env)
+    _record_replica(state_dir, replica)
+    replica.effective_config = await wait_ready(engine, replica, proc, config, spec.api_key, on_progress)
+    _record_replica(state_dir, replica)
+    return replica
+
+
+def _record_replica(state_dir: Path, replica: ReplicaState) -> None:
+    """Re-read before writing: several replicas may be restarted at once."""
+    state = read_state(state_dir)
+    state.replicas[replica.index] = replica
+    write_state(state_dir, state)
 
 
 def _redact(cmd: list[str], secret: str | None) -> list[str]:
@@ -233,7 +262,7 @@ def _refuse_running_fleet(state_dir: Path) -> None:
         )
 
 
-async def _wait_ready(
+async def wait_ready(
     engine: Engine,
     replica: ReplicaState,
     proc: subprocess.Popen,

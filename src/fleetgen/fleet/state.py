@@ -35,6 +35,8 @@ class FleetState(BaseModel):
     served_model_name: str
     api_key_required: bool = False
     max_running_requests: int | None = None
+    python: str | None = Field(None, description="Interpreter that runs the engine; restarts reuse it.")
+    config: dict[str, object] = Field(default_factory=dict, description="The FleetConfig, API key excluded.")
     replicas: list[ReplicaState] = Field(default_factory=list)
 
     @property
