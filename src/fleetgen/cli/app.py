@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import typer
 
+from fleetgen.cli import doctor as _doctor
 from fleetgen.cli import fleet as _fleet
 from fleetgen.cli import generate as _generate
+from fleetgen.cli import mix as _mix
 from fleetgen.cli import model as _model
 from fleetgen.cli._errors import run_guarded
 
@@ -19,6 +21,8 @@ app = typer.Typer(
 
 _model.register(app)
 _fleet.register(app)
+_doctor.register(app)
+_mix.register(app)
 _generate.register(app)
 
 

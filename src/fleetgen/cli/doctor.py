@@ -1,0 +1,73 @@
+"""`fleetgen doctor`: parse flags into DoctorConfig, call run_doctor, render the report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from fleetgen.config import field_help
+from fleetgen.doctor import DoctorConfig, DoctorReport, Status, run_doctor, write_fix
+
+_STYLE = {Status.OK: "green", Status.SKIP: "dim", Status.WARN: "yellow", Status.FAIL: "bold red"}
+
+
+def doctor(
+    engine: Annotated[Optional[str], typer.Option(help=field_help(DoctorConfig, "engine"))] = None,
+    model: Annotated[Optional[str], typer.Option(help=field_help(DoctorConfig, "model"))] = None,
+    python: Annotated[Optional[str], typer.Option(help=field_help(DoctorConfig, "python"))] = None,
+    tp: Annotated[int, typer.Option(help=field_help(DoctorConfig, "tp"))] = 1,
+    mem_fraction: Annotated[float, typer.Option(help=field_help(DoctorConfig, "mem_fraction"))] = 0.85,
+    max_running_requests: Annotated[Optional[int], typer.Option(help=field_help(DoctorConfig, "max_running_requests"))] = None,
+    context_length: Annotated[Optional[int], typer.Option(help=field_help(DoctorConfig, "context_length"))] = None,
+    engine_arg: Annotated[Optional[list[str]], typer.Option("--engine-arg", help=field_help(DoctorConfig, "engine_args") + " Repeatable.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON (schema: docs/doctor.md).")] = False,
+    fix: Annotated[Optional[Path], typer.Option("--fix", help="Write an env script and a CUDA_HOME overlay to this directory.")] = None,
+) -> None:
+    """Diagnose the GPU/CUDA/engine environment; exit 1 if any check fails."""
+    from fleetgen.config import validate
+
+    config = validate(DoctorConfig, {
+        "engine": engine, "model": model, "python": python, "tp": tp, "mem_fraction": mem_fraction,
+        "max_running_requests": max_running_requests, "context_length": context_length, "engine_args": engine_arg or [],
+    }, source="fleetgen doctor")
+    report = run_doctor(config)
+    if json_out:
+        typer.echo(report.model_dump_json(indent=2))
+    else:
+        render(report, Console(highlight=False, soft_wrap=True))
+    if fix is not None:
+        result = write_fix(report, fix)
+        err = Console(stderr=True, highlight=False, soft_wrap=True)
+        err.print(f"wrote {result.env_script}" + (f" and the CUDA_HOME overlay {result.overlay}" if result.overlay else ""))
+        err.print(f"apply it with:  . {result.env_script}")
+        for cmd in result.plan.commands:
+            err.print(f"[yellow]also run:[/] {cmd}", markup=True)
+    raise typer.Exit(1 if report.failed else 0)
+
+
+def render(report: DoctorReport, console: Console) -> None:
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    table.add_column("status")
+    table.add_column("check")
+    table.add_column("finding", overflow="fold")
+    for c in report.checks:
+        table.add_row(f"[{_STYLE[c.status]}]{c.status.value}[/]", c.id, c.summary)
+    console.print(table)
+    for c in report.checks:
+        if c.fix and c.status in (Status.WARN, Status.FAIL):
+            console.print(f"[{_STYLE[c.status]}]{c.id}[/]: fix: {c.fix.summary}")
+            for cmd in c.fix.commands:
+                console.print(f"    run: {cmd}", markup=False)
+            if c.fix.engine_args:
+                console.print(f"    engine flags: {' '.join(c.fix.engine_args)}", markup=False)
+    bad = [c for c in report.checks if c.fix and c.fix.overlay or c.fix and (c.fix.prepend or c.fix.env)]
+    if any(c.status in (Status.WARN, Status.FAIL) for c in bad):
+        console.print("write these fixes with:  fleetgen doctor --fix DIR", style="bold")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("doctor")(doctor)
