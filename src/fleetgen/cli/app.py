@@ -7,6 +7,7 @@ import typer
 from fleetgen.cli import doctor as _doctor
 from fleetgen.cli import fleet as _fleet
 from fleetgen.cli import generate as _generate
+from fleetgen.cli import mix as _mix
 from fleetgen.cli import model as _model
 from fleetgen.cli._errors import run_guarded
 
@@ -21,6 +22,7 @@ app = typer.Typer(
 _model.register(app)
 _fleet.register(app)
 _doctor.register(app)
+_mix.register(app)
 _generate.register(app)
 
 

@@ -1,0 +1,49 @@
+"""The adapter contract: one dataset row in, one normalized conversation out (or BadRow)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+
+class BadRow(Exception):
+    """This row cannot become a prompt; `reason` is a short category the report counts."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(reason if not detail else f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(slots=True)
+class Converted:
+    """What an adapter knows about a row; the pipeline adds id, domain, language and token counts."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None
+    original_id: str | None = None
+    license: str | None = None
+    source_domain: tuple[str, str] | None = None
+    labels: tuple[str, ...] = ()
+    group_key: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Adapter:
+    """Base of every adapter: the columns it needs, the dataset's license, and `convert`.
+
+    Assistant turns: the trailing assistant answer(s) are removed, since the target model writes
+    the reply to the last user/tool turn. Earlier assistant turns of a multi-turn conversation
+    keep their position and their original content: `generate` regenerates every assistant turn
+    in order, so they are placeholders that keep the conversation's structure, not answers that
+    reach the training data.
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    required_columns: ClassVar[tuple[str, ...]]
+    license: ClassVar[str | None] = None
+    has_original_question: ClassVar[bool] = False
+
+    def convert(self, row: dict[str, Any]) -> Converted:
+        raise NotImplementedError

@@ -1,0 +1,29 @@
+"""m-a-p/CodeFeedback-Filtered-Instruction: `query`, `answer`, `resource`, `lang`.
+
+Quirk: `lang` is the programming language (python, sql, ...), not the natural language; it is
+kept as meta.programming_language and the natural language is detected from the query.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleetgen.mix.adapters._chat import text_of
+from fleetgen.mix.adapters.base import Adapter, BadRow, Converted
+
+
+class CodeFeedback(Adapter):
+    name = "codefeedback"
+    description = "m-a-p/CodeFeedback-Filtered-Instruction: coding queries"
+    required_columns = ("query",)
+    license = "apache-2.0"
+
+    def convert(self, row: dict[str, Any]) -> Converted:
+        q = text_of(row["query"]).strip()
+        if not q:
+            raise BadRow("empty query")
+        return Converted(
+            [{"role": "user", "content": q}],
+            source_domain=("code", "label:dataset"),
+            extra={"upstream": row.get("resource"), "programming_language": row.get("lang")},
+        )

@@ -1,0 +1,43 @@
+"""TIGER-Lab/WebInstructSub: `question`, `answer`, `source`, `index` (plus orig_question/orig_answer).
+
+Quirk: rows from `source: socratic` come from socratic.org under a non-commercial license; the
+license is recorded per row (meta.license, meta.commercial_use) so the report lists it and
+`filters.exclude_noncommercial` can drop it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleetgen.mix.adapters._chat import text_of
+from fleetgen.mix.adapters.base import Adapter, BadRow, Converted
+
+# upstream source -> (domain, license)
+SOURCES = {
+    "mathstackexchange": ("math", "apache-2.0"),
+    "stackexchange": ("stem", "apache-2.0"),
+    "socratic": ("stem", "cc-by-nc-4.0"),
+}
+
+
+class WebInstructSub(Adapter):
+    name = "webinstructsub"
+    description = "TIGER-Lab/WebInstructSub: question/answer pairs from StackExchange and Socratic"
+    required_columns = ("question", "source")
+    license = "apache-2.0"
+
+    def convert(self, row: dict[str, Any]) -> Converted:
+        q = text_of(row["question"]).strip()
+        if not q:
+            raise BadRow("empty question")
+        upstream = str(row.get("source") or "").strip().lower()
+        domain, lic = SOURCES.get(upstream, ("stem", self.license))
+        extra = {"upstream": upstream or None, "commercial_use": upstream != "socratic"}
+        rid = row.get("index")
+        return Converted(
+            [{"role": "user", "content": q}],
+            original_id=None if rid is None else str(rid),
+            license=lic,
+            source_domain=(domain, f"label:source={upstream or '?'}"),
+            extra=extra,
+        )

@@ -1,0 +1,74 @@
+"""The prompt record (DESIGN "Contracts"): what `mix` writes and `generate` reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+ROLES = ("system", "user", "assistant", "tool")
+
+
+@dataclass(slots=True)
+class PromptRecord:
+    """One prompt: OpenAI `messages`, optional OpenAI `tools`, and `meta` (source, domain, lang, ...)."""
+
+    id: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "messages": self.messages}
+        if self.tools:
+            out["tools"] = self.tools
+        out["meta"] = self.meta
+        return out
+
+    def user_text(self) -> str:
+        """The user turns joined; what dedup and language detection look at."""
+        return "\n".join(m["content"] for m in self.messages if m["role"] == "user")
+
+    def prompt_text(self) -> str:
+        """Every turn the target reads; what the token estimate counts (tools are counted apart)."""
+        return "\n".join(m["content"] for m in self.messages)
+
+
+def validate_prompt_record(obj: Any) -> list[str]:
+    """Every way `obj` breaks the prompt-record contract; empty when it is a valid record."""
+    problems: list[str] = []
+    if not isinstance(obj, dict):
+        return [f"record is a {type(obj).__name__}, not an object"]
+    if not isinstance(obj.get("id"), str) or not obj["id"]:
+        problems.append("id must be a non-empty string")
+    msgs = obj.get("messages")
+    if not isinstance(msgs, list) or not msgs:
+        problems.append("messages must be a non-empty list")
+        msgs = []
+    for i, m in enumerate(msgs):
+        if not isinstance(m, dict):
+            problems.append(f"messages[{i}] is not an object")
+            continue
+        if m.get("role") not in ROLES:
+            problems.append(f"messages[{i}].role {m.get('role')!r} is not one of {', '.join(ROLES)}")
+        if not isinstance(m.get("content"), str):
+            problems.append(f"messages[{i}].content must be a string")
+        if "tool_calls" in m and (m.get("role") != "assistant" or not isinstance(m["tool_calls"], list)):
+            problems.append(f"messages[{i}].tool_calls must be a list on an assistant turn")
+    if msgs and isinstance(msgs[-1], dict) and msgs[-1].get("role") == "assistant":
+        problems.append("the last message is an assistant turn: nothing left to generate")
+    if msgs and not any(isinstance(m, dict) and m.get("role") == "user" for m in msgs):
+        problems.append("no user turn")
+    tools = obj.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list):
+            problems.append("tools must be a list")
+        else:
+            for i, t in enumerate(tools):
+                fn = t.get("function") if isinstance(t, dict) else None
+                if not isinstance(t, dict) or t.get("type") != "function" or not isinstance(fn, dict):
+                    problems.append(f"tools[{i}] is not an OpenAI function tool")
+                elif not isinstance(fn.get("name"), str):
+                    problems.append(f"tools[{i}].function.name must be a string")
+    if "meta" in obj and not isinstance(obj["meta"], dict):
+        problems.append("meta must be an object")
+    return problems
