@@ -1,0 +1,127 @@
+"""Dispatch policy: windows, least outstanding, affinity, round-robin, ejection and probing, hedging, giving up."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from fleetgen.errors import NoReplicaError
+from fleetgen.generate.client import Rejected, TransientError
+from fleetgen.generate.dispatcher import Dispatcher, DispatchPolicy
+
+
+def make(n=2, window=2, **kw) -> Dispatcher:
+    policy = DispatchPolicy(backoff_base_s=0.001, backoff_max_s=0.01, cooldown_s=0.05, **kw)
+    return Dispatcher([f"http://r{i}" for i in range(n)], window, policy, rng=random.Random(0))
+
+
+async def test_least_outstanding_fills_windows_evenly_and_waits_when_full():
+    d = make()
+    got = [await d.acquire() for _ in range(4)]
+    assert sorted(r.index for r in got) == [0, 0, 1, 1]
+    waiter = asyncio.ensure_future(d.acquire())
+    await asyncio.sleep(0.01)
+    assert not waiter.done()  # every window is full
+    d.release(got[3], ok=True)
+    r = await asyncio.wait_for(waiter, 1)
+    assert r is got[3] or r.index == got[3].index
+
+
+async def test_affinity_sticks_to_a_replica_until_it_is_clearly_busier():
+    d = make(window=16)
+    first = await d.acquire("p")
+    again = await d.acquire("p")
+    assert again is first  # samples of one prompt share the prefix cache
+    other = d.replicas[1 - first.index]
+    assert (await d.acquire("q")) is other  # a new prompt goes to the less loaded one
+    for _ in range(4):
+        await d.acquire("p")
+    # pinned now holds 6, the other 1: slack (2) exceeded, so balance wins and the pin moves
+    moved = await d.acquire("p")
+    assert moved is other
+    assert (await d.acquire("p")) is other
+
+
+async def test_round_robin_waits_for_a_full_replica_even_when_another_is_idle():
+    d = make(window=1, least_outstanding=False)
+    a = await d.acquire()
+    b = await d.acquire()
+    assert (a.index, b.index) == (0, 1)
+    d.release(b, ok=True)  # replica 1 is free, but it is replica 0's turn
+    waiter = asyncio.ensure_future(d.acquire())
+    await asyncio.sleep(0.02)
+    assert not waiter.done()
+    d.release(a, ok=True)
+    assert (await asyncio.wait_for(waiter, 1)).index == 0
+
+
+async def test_failing_replica_is_ejected_retried_elsewhere_and_probed_after_cooldown():
+    d = make(window=4, prefix_affinity=False, hedge=False)
+    healthy = {"r0": False}
+    calls = []
+
+    async def fn(r):
+        calls.append(r.index)
+        if r.index == 0 and not healthy["r0"]:
+            raise TransientError("connection refused")
+        return f"answer from {r.index}"
+
+    results = [await d.run(None, fn) for _ in range(6)]
+    assert all(res == "answer from 1" for res, _ in results)
+    r0 = d.replicas[0]
+    assert not r0.in_rotation and r0.stats.ejections == 1 and r0.stats.failures == 3
+    assert calls.count(0) == 3
+    healthy["r0"] = True
+    await asyncio.sleep(0.08)  # past the cool-down: the next request may probe replica 0
+    d.replicas[1].stats.outstanding = d.replicas[1].window  # make 1 busy so the probe goes to 0
+    res, rep = await d.run(None, fn)
+    assert rep.index == 0 and r0.in_rotation
+
+
+async def test_rejection_is_not_retried_and_does_not_eject():
+    d = make(hedge=False)
+    calls = []
+
+    async def fn(r):
+        calls.append(r.index)
+        raise Rejected("HTTP 400: prompt too long", status=400)
+
+    for _ in range(5):
+        with pytest.raises(Rejected):
+            await d.run(None, fn)
+    assert len(calls) == 5 and all(r.in_rotation for r in d.replicas)
+    assert all(r.outstanding == 0 for r in d.replicas)
+
+
+async def test_gives_up_with_no_replica_error_when_every_replica_is_gone():
+    d = make(window=2, give_up_after_s=0.3, max_attempts=1000, hedge=False)
+
+    async def fn(r):
+        raise TransientError("connection refused")
+
+    with pytest.raises(NoReplicaError, match="no replica has answered"):
+        await asyncio.wait_for(d.run(None, fn), 10)
+
+
+async def test_hedge_in_the_tail_takes_the_first_answer_and_cancels_the_straggler():
+    d = make(window=2, hedge_after_s=0.05, prefix_affinity=False)
+    cancelled = []
+
+    async def fn(r):
+        if r.index == 0:
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                cancelled.append(r.index)
+                raise
+        return f"from {r.index}"
+
+    d.replicas[1].stats.outstanding = 1  # so the first request lands on replica 0
+    d.enter_tail()
+    res, rep = await asyncio.wait_for(d.run(None, fn), 5)
+    assert res == "from 1" and rep.index == 1
+    assert cancelled == [0]
+    assert d.replicas[0].outstanding == 0 and d.replicas[1].outstanding == 1
+    assert d.replicas[1].stats.hedges == 1
