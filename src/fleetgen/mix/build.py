@@ -108,7 +108,7 @@ def build_mix(recipe: MixRecipe, output: str | Path, report_dir: str | Path | No
     seen: dict[int, int] = {}
     cross = 0
 
-    # Pass 1: normalize, filter, cap, exact dedup, sign.
+    # Pass 1: normalize, filter, exact dedup, cap per original question, sign.
     for si, (spec, adapter, reader, st) in enumerate(zip(recipe.sources, adapters, readers, stats)):
         say(f"reading {spec.name} ({spec.adapter}: {spec.path})")
         groups: dict[str, int] = {}
@@ -134,14 +134,6 @@ def build_mix(recipe: MixRecipe, output: str | Path, report_dir: str | Path | No
             if why:
                 st.filtered[why] += 1
                 continue
-            if cap:
-                key = rec.meta.get("original_question_hash")
-                if key is not None:
-                    n = groups.get(key, 0)
-                    if n >= cap:
-                        st.capped += 1
-                        continue
-                    groups[key] = n + 1
             text = dedup_text(rec)
             k = exact_key(text)
             first = seen.get(k)
@@ -149,6 +141,14 @@ def build_mix(recipe: MixRecipe, output: str | Path, report_dir: str | Path | No
                 st.exact_duplicates += 1
                 cross += first != si
                 continue
+            if cap:  # counts distinct prompts: identical AnsAug repeats are exact duplicates above
+                key = rec.meta.get("original_question_hash")
+                if key is not None:
+                    n = groups.get(key, 0)
+                    if n >= cap:
+                        st.capped += 1
+                        continue
+                    groups[key] = n + 1
             seen[k] = si
             cand.source.append(si)
             cand.pos.append(pos)

@@ -62,7 +62,7 @@ _MATH_WORDS = re.compile(
 _STEM_WORDS = re.compile(
     r"\b(physics|chemistry|biology|molecule|atom|electron|velocity|acceleration|force|energy|enzyme|cell|"
     r"reaction|wavelength|circuit|voltage|genetic|dna|protein|organism|thermodynamic|quantum|planet|"
-    r"newton|joule|molar|photosynthesis|ecosystem)\b",
+    r"newton|joule|molar|photosynthesis|ecosystem|nucleus|gravity|magnetic|isotope|neuron|climate)(s|es)?\b",
     re.I,
 )
 _OTHER_WORDS = re.compile(
