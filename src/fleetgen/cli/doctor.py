@@ -45,7 +45,7 @@ def doctor(
         err.print(f"wrote {result.env_script}" + (f" and the CUDA_HOME overlay {result.overlay}" if result.overlay else ""))
         err.print(f"apply it with:  . {result.env_script}")
         for cmd in result.plan.commands:
-            err.print(f"[yellow]also run:[/] {cmd}", markup=True)
+            err.print(f"also run: {cmd}", markup=False, style="yellow")
     raise typer.Exit(1 if report.failed else 0)
 
 

@@ -47,6 +47,9 @@ class Host:
     ld_cache: Callable[[], dict[str, str]] = read_ld_cache
     run: RunFn = _run
     default_cuda_home: Path = Path("/usr/local/cuda")
+    # Where drivers put libcuda.so.1 when the loader cache does not list it (containers often).
+    driver_lib_dirs: tuple[Path, ...] = tuple(Path(d) for d in (
+        "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/local/nvidia/lib64", "/usr/lib/wsl/lib", "/lib/x86_64-linux-gnu"))
     site_packages: list[Path] | None = None  # None: ask `python` where its site-packages are
     timeout_s: float = 180.0
 

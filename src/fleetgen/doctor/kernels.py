@@ -160,7 +160,7 @@ def check_kernels(probe: KernelProbe, engine: str, host: Host, snap: NvmlSnapsho
                      summary=f"{module} imports ({', '.join(f'{k} {v}' for k, v in probe.versions.items())})")
     msg = probe.error or ""
     top = module.split(".")[0]
-    if re.search(rf"No module named '{re.escape(top)}'", msg) or (not any(d in probe.versions for d in dists) and "ModuleNotFoundError" in msg):
+    if re.match(rf"ModuleNotFoundError: No module named '{re.escape(top)}'$", msg.splitlines()[0] if msg else ""):
         return Check(id=cid, status=Status.FAIL, cause="engine_not_installed", evidence=ev,
                      summary=f"{engine} is not installed in {host.python} ({msg})",
                      fix=Fix(summary=f"install {engine} into the engine's interpreter",

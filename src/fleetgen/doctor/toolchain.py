@@ -107,7 +107,8 @@ def inspect_toolchain(host: Host) -> Toolchain:
     tc.cudart = cudarts[0] if cudarts else None
     stubs = [d / "stubs" / "libcuda.so" for d in lib_dirs]
     driver = host.ld_cache().get("libcuda.so.1") or host.ld_cache().get("libcuda.so")
-    tc.stub = _first(stubs + ([Path(driver)] if driver else []))
+    drivers = ([Path(driver)] if driver else []) + [d / "libcuda.so.1" for d in host.driver_lib_dirs]
+    tc.stub = _first(stubs + drivers)
     cccl = []
     for r in roots:
         cccl += [r / "include", r / "include" / "cccl"]
@@ -201,7 +202,7 @@ def _check_nvcc(tc, snap, torch_cuda, host, overlay_fix) -> Check:
     if tc.nvcc is None and tc.nvcc_elsewhere is None:
         return Check(
             id="toolchain.nvcc", status=Status.FAIL, cause="nvcc_missing", evidence=ev,
-            summary=f"nvcc not found (not in {home}/bin, not on PATH, not in pip's CUDA): CUDA-graph capture and flashinfer JIT need it",
+            summary=f"nvcc not found ({f'not in {home}/bin, ' if home else ''}not on PATH, not in pip's CUDA): CUDA-graph capture and flashinfer JIT need it",
             fix=Fix(summary=f"install nvcc for CUDA {major}.{minor}, then run the doctor again for the overlay",
                     commands=[f"{host.python} -m pip install 'nvidia-cuda-nvcc{_pip_cuda_suffix(major)}=={major}.{minor}.*'"]),
         )
@@ -249,7 +250,7 @@ def _check_layout(tc: Toolchain, overlay_fix) -> Check:
     fix = overlay_fix("build a CUDA_HOME overlay with lib64/, libcudart.so and stubs/libcuda.so") if overlay_fix and not unsourced else (
         Fix(summary=f"nothing on this machine provides {', '.join(unsourced)}; install the CUDA runtime (pip nvidia-cuda-runtime)"))
     return Check(id="toolchain.cuda_layout", status=Status.FAIL, cause="cuda_layout_incomplete", evidence=ev,
-                 summary=f"CUDA_HOME ({home}) lacks {', '.join(missing)}: JIT builds link with -L$CUDA_HOME/lib64 -lcudart -lcuda",
+                 summary=f"CUDA_HOME ({home or 'none'}) lacks {', '.join(missing)}: JIT builds link with -L$CUDA_HOME/lib64 -lcudart -lcuda",
                  fix=fix)
 
 
