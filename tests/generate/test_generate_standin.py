@@ -68,3 +68,42 @@ def test_lost_fleet_stops_cleanly_and_a_resume_finishes_exactly_once(tmp_path):
         again.stop()
     assert stats.resumed == done_first
     assert_exactly_once(tmp_path / "out", [f"p{i}" for i in range(150)], 1)
+
+
+def test_sigterm_stops_gracefully_and_resume_completes(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from conftest import free_port_base
+
+    port = free_port_base(1, 18500)
+    server = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("standin_server.py")), "--port", str(port),
+         "--delay-per-token", "0.05", "--max-concurrent", "8"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        write_prompts(tmp_path / "p.jsonl", 200)
+        args = [sys.executable, "-m", "fleetgen.cli.app", "generate", str(tmp_path / "p.jsonl"), "-o", str(tmp_path / "out"),
+                "--endpoint", f"http://127.0.0.1:{port}", "--model", "standin", "--max-tokens", "8", "--concurrency", "8"]
+        time.sleep(1.0)
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        results = tmp_path / "out" / "results.jsonl"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (not results.exists() or results.stat().st_size < 2000):
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err[-1500:]
+        assert "stopping: waiting up to" in err
+        stats = __import__("json").loads((tmp_path / "out" / "stats.json").read_text())
+        assert stats["interrupted"] and 0 < stats["rows"]["ok"] < 200
+        resumed = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        assert resumed.returncode == 0, resumed.stderr[-1500:]
+        assert_exactly_once(tmp_path / "out", [f"p{i}" for i in range(200)], 1)
+    finally:
+        server.terminate()
+        server.wait()

@@ -80,6 +80,34 @@ async def run(
     handle_signals: bool = True,
 ) -> Stats:
     """The async form of `generate`, for callers that own an event loop."""
+    stop = _Stop()
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM) if handle_signals else ()
+    for sig in signals:
+        loop.add_signal_handler(sig, stop.request, signal.Signals(sig).name)
+    try:
+        return await _run(config, stop, on_progress, clock)
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+
+
+class _Stop:
+    """First request: stop taking work and let in-flight samples finish; second: abandon them."""
+
+    def __init__(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.soft: asyncio.Future[str] = loop.create_future()
+        self.hard: asyncio.Future[str] = loop.create_future()
+
+    def request(self, reason: str) -> None:
+        if not self.soft.done():
+            self.soft.set_result(reason)
+        elif not self.hard.done():
+            self.hard.set_result(reason)
+
+
+async def _run(config: GenerateConfig, stop: _Stop, on_progress: Callable[[Stats], None] | None, clock: Clock) -> Stats:
     target = resolve_target(config)
     fp, rows = await asyncio.to_thread(fingerprint, config.prompts)
     stats = Stats(clock=clock, total=rows * config.samples)
@@ -101,9 +129,9 @@ async def run(
             journal, done, stats, queue_size=4 * dispatcher.capacity,
             commit_interval_s=config.commit_interval_s, on_commit=on_progress,
         )
-        loop = _Loop(session, writer, done, stats)
+        loop = _Loop(session, writer, done, stats, stop)
         try:
-            await loop.run(handle_signals)
+            await loop.run()
         finally:
             journal.close()
             stats.finished = clock()
@@ -153,7 +181,7 @@ async def _check_endpoints(http, target: Target) -> tuple[str, int | None]:
 class _Loop:
     """Keeps `capacity` samples in flight, hands outcomes to the writer, stops on signal or lost fleet."""
 
-    def __init__(self, session: Session, writer: Writer, done: DoneSet, stats: Stats) -> None:
+    def __init__(self, session: Session, writer: Writer, done: DoneSet, stats: Stats, stop: _Stop) -> None:
         self.s = session
         self.writer = writer
         self.done = done
@@ -161,27 +189,16 @@ class _Loop:
         self.dispatcher = session.dispatcher
         self.config = session.config
         self._remaining: dict[str, int] = {}  # samples still in flight per prompt id, to drop its pin
-        self._stop = asyncio.get_running_loop().create_future()
-        self._hard_stop = asyncio.get_running_loop().create_future()
+        self._stop = stop.soft
+        self._hard_stop = stop.hard
+        self.request_stop = stop.request
         self._fatal: BaseException | None = None
 
-    def request_stop(self, reason: str) -> None:
-        if not self._stop.done():
-            self._stop.set_result(reason)
-        elif not self._hard_stop.done():
-            self._hard_stop.set_result(reason)
-
-    async def run(self, handle_signals: bool) -> None:
-        loop = asyncio.get_running_loop()
-        signals = (signal.SIGINT, signal.SIGTERM) if handle_signals else ()
-        for sig in signals:
-            loop.add_signal_handler(sig, self.request_stop, signal.Signals(sig).name)
+    async def run(self) -> None:
         writer_task = asyncio.create_task(self.writer.run())
         try:
             await self._drive()
         finally:
-            for sig in signals:
-                loop.remove_signal_handler(sig)
             await self.writer.close()
             await writer_task
         if self._fatal is not None:

