@@ -5,10 +5,12 @@ from __future__ import annotations
 import typer
 
 from fleetgen.cli import doctor as _doctor
+from fleetgen.cli import export as _export
 from fleetgen.cli import fleet as _fleet
 from fleetgen.cli import generate as _generate
 from fleetgen.cli import mix as _mix
 from fleetgen.cli import model as _model
+from fleetgen.cli import report as _report
 from fleetgen.cli._errors import run_guarded
 
 app = typer.Typer(
@@ -24,6 +26,8 @@ _fleet.register(app)
 _doctor.register(app)
 _mix.register(app)
 _generate.register(app)
+_export.register(app)
+_report.register(app)
 
 
 def main() -> None:

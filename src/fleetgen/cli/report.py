@@ -1,0 +1,30 @@
+"""`fleetgen report OUTDIR [--html]`: parse flags, call `build_report`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+
+def cmd_report(
+    outdir: Annotated[Path, typer.Argument(help="Output directory of `fleetgen generate`.")],
+    html: Annotated[bool, typer.Option("--html", help="Also write report.html next to report.md.")] = False,
+    dest: Annotated[Optional[Path], typer.Option("--dest", help="Where the report goes; default OUTDIR/report.")] = None,
+    mix_report: Annotated[
+        Optional[Path], typer.Option("--mix-report", help="The --report directory (or summary.json) of `fleetgen mix`, for target shares.")
+    ] = None,
+    tokenizer: Annotated[
+        Optional[str], typer.Option(help="Tokenizer for reasoning/answer token counts; default: the run's model, else characters.")
+    ] = None,
+) -> None:
+    """Write a report of a generate run: mix, lengths, finish reasons, throughput, errors, with plots."""
+    from fleetgen.report import build_report
+
+    path = build_report(outdir, html, dest=dest, mix_report=mix_report, tokenizer=tokenizer)
+    typer.echo(str(path))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(cmd_report)

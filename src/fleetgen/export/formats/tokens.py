@@ -1,0 +1,184 @@
+"""Token-exact rows: input_ids and loss_mask built with the target's own tokenizer and chat template.
+
+How the mask is found, for any template: for assistant turn i the template renders the history
+with a generation prompt (what the server saw before it answered) and then the history with the
+turn itself; the turn's text is the difference. The full conversation must start with every such
+rendering (templates that rewrite earlier turns, e.g. Qwen3 dropping old reasoning, fail here,
+loudly, instead of training on text the target never saw). The supervised text runs from the
+end of the generation prompt to the end-of-turn token inclusive; with reasoning "context" it
+starts at the answer instead. Tokens come from one encoding of the whole text with offsets; a
+token that straddles a span edge is a failure, and the round-trip check decodes each masked run
+and compares it with the supervised text and the regenerated message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fleetgen.errors import ConfigError, InputError
+from fleetgen.export.config import ExportConfig
+from fleetgen.export.formats.base import Format, RowRejected, clean_message
+from fleetgen.export.results import row_id
+
+THINK_CLOSE = "</think>"
+
+
+@dataclass(frozen=True)
+class Span:
+    """Character range [start, end) of one supervised assistant turn in the rendered text."""
+
+    start: int
+    end: int
+    turn: int
+
+
+def load_tokenizer(name: str) -> Any:
+    """A fast tokenizer with a chat template; 'smollm2' means the embedded model's."""
+    from fleetgen.models.registry import resolve_model
+
+    try:
+        path = resolve_model(name, prepare=False)
+    except Exception as e:  # ModelError: keep the message, point at the flag
+        raise ConfigError(f"tokenizer {name!r}: {e}", hint="pass --tokenizer PATH (the target model's directory)") from None
+    try:
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(path)
+    except Exception as e:  # transformers raises OSError, ValueError and more for a bad path
+        raise ConfigError(f"cannot load a tokenizer from {path}: {e}", hint="pass --tokenizer PATH") from None
+    if not getattr(tok, "is_fast", False):
+        raise ConfigError(f"tokenizer at {path} is not a fast tokenizer", hint="token offsets need a fast tokenizer")
+    if not tok.chat_template:
+        raise ConfigError(f"tokenizer at {path} has no chat template", hint="use the target model's own tokenizer")
+    return tok
+
+
+class TokensFormat(Format):
+    name = "tokens"
+
+    def __init__(self, config: ExportConfig, tokenizer: Any, chat_template: str | None = None) -> None:
+        super().__init__(config)
+        self.tok = tokenizer
+        self.chat_template = chat_template
+        self.eot = tokenizer.eos_token or ""
+
+    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, gen: bool) -> str:
+        try:
+            return self.tok.apply_chat_template(
+                messages,
+                tools=tools or None,
+                tokenize=False,
+                add_generation_prompt=gen,
+                chat_template=self.chat_template,
+            )
+        except Exception as e:  # jinja raises TemplateError and friends for messages it refuses
+            raise RowRejected(f"chat template refused the conversation: {type(e).__name__}") from None
+
+    def spans(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> tuple[str, list[Span]]:
+        """The full rendered text and the supervised character span of each assistant turn."""
+        full = self.render(messages, tools, gen=False)
+        spans = []
+        for i, m in enumerate(messages):
+            if m["role"] != "assistant":
+                continue
+            before = self.render(messages[:i], tools, gen=True)
+            upto = self.render(messages[: i + 1], tools, gen=False)
+            if not upto.startswith(before):
+                raise RowRejected("template renders an assistant turn unlike its generation prompt")
+            if not full.startswith(upto):
+                raise RowRejected("template rewrites earlier turns (not prefix-stable)")
+            body = upto[len(before) :]
+            start, end = self._supervised(body, m)
+            spans.append(Span(len(before) + start, len(before) + end, len(spans)))
+        return full, spans
+
+    def _supervised(self, body: str, m: dict[str, Any]) -> tuple[int, int]:
+        """Within one turn's rendered text: from its first generated character to the end-of-turn token."""
+        content = m.get("content") or ""
+        reasoning = m.get("reasoning_content") or ""
+        if reasoning and reasoning not in body:
+            raise RowRejected("template does not render reasoning_content")
+        for call in m.get("tool_calls") or []:
+            name = (call.get("function") or {}).get("name")
+            if name and name not in body:
+                raise RowRejected("template does not render tool_calls")
+        cut = body.rfind(self.eot) if self.eot else -1
+        end = cut + len(self.eot) if cut >= 0 else len(body.rstrip())
+        start = 0
+        if reasoning and self.config.reasoning == "context":
+            after = body.index(reasoning) + len(reasoning)
+            close = body.find(THINK_CLOSE, after)
+            after = close + len(THINK_CLOSE) if close >= 0 else after
+            at = body.find(content, after) if content else -1
+            start = at if at >= 0 else after + len(body[after:]) - len(body[after:].lstrip())
+        if content and body.find(content, start, end) < 0:
+            raise RowRejected("assistant content is not in its rendered turn")
+        return start, end
+
+    def convert(self, rec: dict[str, Any]) -> dict[str, Any]:
+        messages = [clean_message(m, self.config.reasoning) for m in rec["messages"]]
+        full, spans = self.spans(messages, rec.get("tools"))
+        enc = self.tok(full, add_special_tokens=False, return_offsets_mapping=True)
+        ids: list[int] = enc["input_ids"]
+        offsets: list[tuple[int, int]] = enc["offset_mapping"]
+        if self.config.max_length and len(ids) > self.config.max_length:
+            raise RowRejected(f"longer than max_length {self.config.max_length}")
+        mask = [0] * len(ids)
+        assistants = [m for m in messages if m["role"] == "assistant"]
+        for span in spans:
+            inside = []
+            for t, (a, b) in enumerate(offsets):
+                if b <= span.start or a >= span.end or a == b:
+                    continue
+                if a < span.start or b > span.end:
+                    raise RowRejected("a token straddles an assistant span edge")
+                inside.append(t)
+            for t in inside:
+                mask[t] = 1
+            self._round_trip(ids, inside, full[span.start : span.end], assistants[span.turn])
+        return {
+            "id": row_id(rec),
+            "prompt_id": str(rec["id"]),
+            "sample": int(rec.get("sample") or 0),
+            "input_ids": ids,
+            "loss_mask": mask,
+        }
+
+    def _round_trip(self, ids: list[int], run: list[int], text: str, m: dict[str, Any]) -> None:
+        """Decoded masked tokens must give back the supervised text, which must hold the regenerated answer."""
+        if run and run != list(range(run[0], run[-1] + 1)):
+            raise RowRejected("round-trip: masked tokens of one turn are not contiguous")
+        decoded = self.tok.decode([ids[t] for t in run], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        if decoded != text:
+            raise RowRejected("round-trip: decoded masked tokens differ from the rendered turn")
+        content = m.get("content") or ""
+        if content and content not in decoded:
+            raise RowRejected("round-trip: regenerated content missing from the masked tokens")
+        reasoning = m.get("reasoning_content") or ""
+        if reasoning and self.config.reasoning == "train" and reasoning not in decoded:
+            raise RowRejected("round-trip: reasoning missing from the masked tokens")
+
+    def supervised_tokens(self, row: dict[str, Any], rec: dict[str, Any]) -> int:
+        return sum(row["loss_mask"])
+
+
+def parquet_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("id", pa.string()),
+            ("prompt_id", pa.string()),
+            ("sample", pa.int32()),
+            ("input_ids", pa.list_(pa.int32())),
+            ("loss_mask", pa.list_(pa.int8())),
+        ]
+    )
+
+
+def require_tokenizer(config: ExportConfig, model: str | None) -> str:
+    name = config.tokenizer or model
+    if not name:
+        raise InputError("format tokens needs a tokenizer", hint="pass --tokenizer PATH (the target model's directory)")
+    return name

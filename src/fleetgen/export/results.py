@@ -1,0 +1,102 @@
+"""Reading the result records `fleetgen generate` wrote, streamed, each (id, sample) once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from fleetgen.errors import InputError
+
+THINK_MARKERS = ("<think>", "</think>")
+
+
+@dataclass
+class ReadCounts:
+    """What reading found besides good records: unparsable lines and repeated (id, sample) pairs."""
+
+    corrupt_lines: int = 0
+    duplicates: int = 0
+    files: list[Path] = field(default_factory=list)
+
+
+def result_files(outdir: Path) -> list[Path]:
+    """results.jsonl and any results*.jsonl beside it, in a fixed order."""
+    outdir = Path(outdir)
+    if not outdir.is_dir():
+        raise InputError(f"results directory not found: {outdir}", hint="pass the -o directory of `fleetgen generate`")
+    files = sorted(outdir.glob("results*.jsonl"), key=lambda p: (p.name != "results.jsonl", p.name))
+    if not files:
+        raise InputError(f"no results*.jsonl in {outdir}", hint="run `fleetgen generate` into this directory first")
+    return files
+
+
+def iter_results(outdir: Path, counts: ReadCounts | None = None) -> Iterator[dict[str, Any]]:
+    """Every result record once; a torn or corrupt line is counted and skipped, never fatal."""
+    counts = counts if counts is not None else ReadCounts()
+    seen: set[tuple[str, int]] = set()
+    counts.files = result_files(outdir)
+    for path in counts.files:
+        with open(path, "rb") as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                try:
+                    rec = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    counts.corrupt_lines += 1
+                    continue
+                if not isinstance(rec, dict) or not isinstance(rec.get("messages"), list):
+                    counts.corrupt_lines += 1
+                    continue
+                key = (str(rec.get("id")), int(rec.get("sample") or 0))
+                if key in seen:
+                    counts.duplicates += 1
+                    continue
+                seen.add(key)
+                yield rec
+
+
+def iter_errors(outdir: Path) -> Iterator[dict[str, Any]]:
+    """Records of errors.jsonl (and archived errors.retried-N.jsonl are not included: they were retried)."""
+    path = Path(outdir) / "errors.jsonl"
+    if not path.exists():
+        return
+    with open(path, "rb") as f:
+        for line in f:
+            if line.strip():
+                try:
+                    yield orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue
+
+
+def row_id(rec: dict[str, Any]) -> str:
+    """The stable id of one exported row: the prompt id and the sample index."""
+    return f"{rec['id']}#{rec.get('sample', 0)}"
+
+
+def assistant_turns(rec: dict[str, Any]) -> list[dict[str, Any]]:
+    return [m for m in rec["messages"] if m.get("role") == "assistant"]
+
+
+def finish_reasons(rec: dict[str, Any]) -> list[str | None]:
+    fr = rec.get("finish_reason")
+    if isinstance(fr, list):
+        return fr
+    return [fr]
+
+
+def has_think_marker(text: str | None) -> bool:
+    if not text:
+        return False
+    low = text.lower()
+    return any(m in low for m in THINK_MARKERS)
+
+
+def domain_of(rec: dict[str, Any]) -> str:
+    meta = rec.get("meta") or {}
+    return str(meta.get("domain") or "unknown")

@@ -1,0 +1,150 @@
+"""`build_report`: a run's results, errors and stats into report.md (and report.html) with PNG charts."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from fleetgen.report import plots
+from fleetgen.report.data import Run, load_run
+from fleetgen.report.document import Document
+
+
+def _counter(run: Run, tokenizer: str | None) -> tuple[Callable[[str], int], str]:
+    """Token counts with the target's tokenizer when it can be loaded locally, else characters."""
+    name = tokenizer or run.model
+    if name:
+        try:
+            from fleetgen.export.formats.tokens import load_tokenizer
+
+            tok = load_tokenizer(name)
+            return (lambda s: len(tok.encode(s, add_special_tokens=False)) if s else 0), "tokens"
+        except Exception:  # no local tokenizer: characters are still a fair comparison
+            pass
+    return len, "characters"
+
+
+def _pct(p: float) -> str:
+    return f"{p:.1f}%"
+
+
+def build_report(
+    outdir: Path,
+    html: bool = False,
+    *,
+    dest: Path | None = None,
+    mix_report: Path | None = None,
+    tokenizer: str | None = None,
+) -> Path:
+    """Write report.md (and report.html) with its PNGs into `dest` (default OUTDIR/report); returns report.md."""
+    run = load_run(Path(outdir), mix_report)
+    dest = Path(dest) if dest else Path(outdir) / "report"
+    dest.mkdir(parents=True, exist_ok=True)
+    count, unit = _counter(run, tokenizer)
+    doc = Document(f"fleetgen run report: {Path(outdir).name}")
+
+    _overview(doc, run)
+    target = _mix_target(run)
+    doc.heading("Mix")
+    doc.text("Share of prompt ids per `meta.domain`" + (" against the mix recipe's target." if target else "."))
+    doc.image(plots.mix_shares(run, dest / "mix_shares.png", target).name, "mix shares")
+    _domain_table(doc, run, target)
+
+    doc.heading("Throughput")
+    doc.image(plots.throughput(run, dest / "throughput.png").name, "throughput over time per replica")
+    _replica_table(doc, run)
+
+    doc.heading("Lengths")
+    doc.image(
+        plots.length_hist(run, dest / "output_lengths.png", "completion_tokens",
+                          "Output length by domain", "completion tokens per row (all regenerated turns)").name,
+        "output lengths",
+    )
+    doc.image(
+        plots.length_hist(run, dest / "prompt_lengths.png", "prompt_tokens",
+                          "Prompt length by domain", "prompt tokens per row (summed over turns)").name,
+        "prompt lengths",
+    )
+    doc.image(plots.reasoning_vs_answer(run, dest / "reasoning_vs_answer.png", count, unit).name, "reasoning vs answer")
+
+    doc.heading("Finish reasons")
+    doc.image(plots.finish_by_domain(run, dest / "finish_reasons.png").name, "finish reasons by domain")
+    fr = Counter(f for r in run.rows for f in r.finish)
+    total = sum(fr.values()) or 1
+    doc.table(["finish_reason", "turns", "share"], [[k, v, _pct(100 * v / total)] for k, v in fr.most_common()])
+
+    doc.heading("Errors")
+    doc.image(plots.error_reasons(run, dest / "error_reasons.png").name, "error reasons")
+    if run.errors:
+        doc.table(["reason", "rows", "example"], [[k, v, run.error_examples[k]] for k, v in run.errors.most_common()])
+    else:
+        doc.text("No rows in errors.jsonl.")
+
+    (dest / "report.md").write_text(doc.markdown(), encoding="utf-8")
+    if html:
+        (dest / "report.html").write_text(doc.html(), encoding="utf-8")
+    return dest / "report.md"
+
+
+def _overview(doc: Document, run: Run) -> None:
+    doc.heading("Overview")
+    rows = [["results (id, sample)", len(run.rows)], ["distinct prompts", len({r.id for r in run.rows})],
+            ["error rows", sum(run.errors.values())]]
+    if run.stats:
+        s = run.stats
+        rows += [
+            ["wall time (s)", s.get("wall_s")],
+            ["output tokens / s", s.get("output_tokens_per_s")],
+            ["completion tokens", (s.get("tokens") or {}).get("completion")],
+            ["truncated rows", (s.get("rows") or {}).get("truncated")],
+            ["stopped", s.get("stopped_reason") or "finished"],
+        ]
+    if run.job:
+        rows.append(["model", run.job.get("model")])
+        rows.append(["sampling", ", ".join(f"{k}={v}" for k, v in (run.job.get("sampling") or {}).items())])
+        prompts = run.job.get("prompts") or {}
+        rows.append(["prompt set", f"{prompts.get('rows')} rows, sha256 {str(prompts.get('sha256'))[:12]}…"])
+    if run.corrupt_lines:
+        rows.append(["corrupt result lines skipped", run.corrupt_lines])
+    doc.table(["", "value"], rows)
+
+
+def _mix_target(run: Run) -> dict[str, float] | None:
+    if not run.mix:
+        return None
+    doms = run.mix.get("domains") or []
+    total = sum(float(d.get("share") or 0) for d in doms) or 1.0
+    return {d["domain"]: float(d.get("share") or 0) / total for d in doms if "domain" in d}
+
+
+def _domain_table(doc: Document, run: Run, target: dict[str, float] | None) -> None:
+    by: dict[str, list] = {}
+    for r in run.rows:
+        by.setdefault(r.domain, []).append(r)
+    n_prompts = len({r.id for r in run.rows}) or 1
+    rows = []
+    for d in sorted(by):
+        rs = by[d]
+        ids = {r.id for r in rs}
+        out = [r.completion_tokens for r in rs]
+        stop = sum(f == "stop" for r in rs for f in r.finish) / max(1, sum(len(r.finish) for r in rs))
+        rows.append([
+            d, len(ids), _pct(100 * len(ids) / n_prompts),
+            _pct(100 * target.get(d, 0)) if target else "-",
+            len(rs), int(np.median(out)), int(np.percentile(out, 95)), _pct(100 * stop),
+        ])
+    doc.table(["domain", "prompts", "share", "mix target", "rows", "median out tok", "p95 out tok", "finished (stop)"], rows)
+
+
+def _replica_table(doc: Document, run: Run) -> None:
+    reps = (run.stats or {}).get("replicas") or []
+    if not reps:
+        return
+    doc.table(
+        ["replica", "endpoint", "requests", "ok", "failures", "completion tokens", "output tok/s", "ejections"],
+        [[r.get("index"), r.get("endpoint"), r.get("requests"), r.get("ok"), r.get("failures"),
+          r.get("completion_tokens"), r.get("output_tokens_per_s"), r.get("ejections")] for r in reps],
+    )

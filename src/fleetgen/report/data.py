@@ -1,0 +1,97 @@
+"""What a report reads from an output directory, reduced to one small row per result (bounded memory)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fleetgen.export.results import ReadCounts, domain_of, finish_reasons, iter_errors, iter_results
+
+
+@dataclass(slots=True)
+class Row:
+    """The numbers one result contributes to the report."""
+
+    id: str
+    domain: str
+    source: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish: list[str]
+    replicas: list[str]
+    ended_at: float | None
+    reasoning_text: str
+    answer_text: str
+
+
+@dataclass
+class Run:
+    """One generate output directory as the report sees it."""
+
+    outdir: Path
+    rows: list[Row] = field(default_factory=list)
+    errors: Counter = field(default_factory=Counter)
+    error_examples: dict[str, str] = field(default_factory=dict)
+    stats: dict[str, Any] | None = None
+    job: dict[str, Any] | None = None
+    mix: dict[str, Any] | None = None
+    model: str | None = None
+    corrupt_lines: int = 0
+
+
+def _json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def error_reason(rec: dict[str, Any]) -> str:
+    """A reason short and stable enough to count: kind plus the message with numbers and quotes blurred."""
+    text = str(rec.get("reason") or "unknown")
+    text = re.sub(r"^turn \d+: ", "", text)
+    text = re.sub(r"'[^']*'|\"[^\"]*\"", "…", text)
+    text = re.sub(r"\d+", "N", text)
+    return f"{rec.get('kind') or 'error'}: {text[:70]}"
+
+
+def load_run(outdir: Path, mix_report: Path | None = None) -> Run:
+    run = Run(outdir=Path(outdir))
+    counts = ReadCounts()
+    for rec in iter_results(outdir, counts):
+        usage = rec.get("usage") or {}
+        timing = rec.get("timing") or {}
+        replica = rec.get("replica")
+        reps = replica if isinstance(replica, list) else [replica]
+        start, lat = timing.get("started_at"), timing.get("latency_s")
+        assistants = [m for m in rec["messages"] if m.get("role") == "assistant"]
+        run.model = run.model or rec.get("model")
+        run.rows.append(
+            Row(
+                id=str(rec["id"]),
+                domain=domain_of(rec),
+                source=str((rec.get("meta") or {}).get("source") or "unknown"),
+                prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                completion_tokens=int(usage.get("completion_tokens") or 0),
+                finish=[str(f) for f in finish_reasons(rec)],
+                replicas=[str(r) for r in reps if r],
+                ended_at=(start + lat) if start is not None and lat is not None else None,
+                reasoning_text="".join(m.get("reasoning_content") or "" for m in assistants),
+                answer_text="".join(m.get("content") or "" for m in assistants),
+            )
+        )
+    run.corrupt_lines = counts.corrupt_lines
+    for rec in iter_errors(outdir):
+        reason = error_reason(rec)
+        run.errors[reason] += 1
+        run.error_examples.setdefault(reason, f"{rec.get('id')}#{rec.get('sample')}: {str(rec.get('reason'))[:160]}")
+    run.stats = _json(run.outdir / "stats.json")
+    run.job = _json(run.outdir / "job.json")
+    if mix_report is not None:
+        path = mix_report / "summary.json" if mix_report.is_dir() else mix_report
+        run.mix = _json(path)
+    return run

@@ -1,0 +1,176 @@
+"""The report's PNG charts; each one has a title, labelled axes and units, and says so when it has no data."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from fleetgen.report.data import Run  # noqa: E402
+
+Counter_ = Callable[[str], int]
+
+
+def _save(fig: plt.Figure, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _empty(ax: plt.Axes, what: str) -> None:
+    ax.text(0.5, 0.5, f"no {what} in this run", ha="center", va="center", transform=ax.transAxes, color="grey")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def throughput(run: Run, path: Path) -> Path:
+    """Output tokens per second over the run, one line per replica and the total, from completion times."""
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ends = [r.ended_at for r in run.rows if r.ended_at is not None]
+    ax.set_title("Throughput over time per replica")
+    if not ends:
+        _empty(ax, "timed results")
+        return _save(fig, path)
+    t0, t1 = min(ends), max(ends)
+    width = max(1.0, (t1 - t0) / 40)
+    bins = np.arange(t0, t1 + width, width)
+    per: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(len(bins)))
+    for r in run.rows:
+        if r.ended_at is None or not r.replicas:
+            continue
+        k = int((r.ended_at - t0) // width)
+        for rep in r.replicas:  # a conversation served by several replicas: split its tokens
+            per[rep][k] += r.completion_tokens / len(r.replicas)
+    x = bins - t0
+    total = np.zeros(len(bins))
+    for i, rep in enumerate(sorted(per)):
+        ax.step(x, per[rep] / width, where="post", label=f"replica {i}: {rep}")
+        total += per[rep]
+    ax.step(x, total / width, where="post", color="black", linewidth=1.5, label="all replicas")
+    ax.set_xlabel("time since first completion (s)")
+    ax.set_ylabel("output tokens / s")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def length_hist(run: Run, path: Path, attr: str, title: str, xlabel: str) -> Path:
+    """A histogram of one token count, stacked by domain."""
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.set_title(title)
+    by: dict[str, list[int]] = defaultdict(list)
+    for r in run.rows:
+        by[r.domain].append(getattr(r, attr))
+    values = [v for vs in by.values() for v in vs]
+    if not values:
+        _empty(ax, "results")
+        return _save(fig, path)
+    bins = np.histogram_bin_edges(values, bins=min(30, max(5, len(set(values)))))
+    domains = sorted(by)
+    ax.hist([by[d] for d in domains], bins=bins, stacked=True, label=domains)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("rows (id, sample)")
+    ax.legend(title="domain", fontsize=8)
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def finish_by_domain(run: Run, path: Path) -> Path:
+    """Finish reasons of every regenerated turn, stacked per domain."""
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.set_title("Finish reasons by domain (every regenerated turn)")
+    counts: dict[str, Counter] = defaultdict(Counter)
+    for r in run.rows:
+        counts[r.domain].update(r.finish)
+    if not counts:
+        _empty(ax, "results")
+        return _save(fig, path)
+    domains = sorted(counts)
+    reasons = sorted({k for c in counts.values() for k in c})
+    bottom = np.zeros(len(domains))
+    for reason in reasons:
+        vals = np.array([counts[d][reason] for d in domains], dtype=float)
+        ax.bar(domains, vals, bottom=bottom, label=reason)
+        bottom += vals
+    ax.set_xlabel("domain")
+    ax.set_ylabel("assistant turns")
+    ax.legend(title="finish_reason", fontsize=8)
+    ax.grid(alpha=0.3, axis="y")
+    return _save(fig, path)
+
+
+def reasoning_vs_answer(run: Run, path: Path, count: Counter_, unit: str) -> Path:
+    """Mean reasoning and answer length per domain, side by side."""
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.set_title(f"Reasoning vs answer length per row, by domain ({unit})")
+    by: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for r in run.rows:
+        by[r.domain].append((count(r.reasoning_text), count(r.answer_text)))
+    if not by:
+        _empty(ax, "results")
+        return _save(fig, path)
+    domains = sorted(by)
+    reasoning = [np.mean([a for a, _ in by[d]]) for d in domains]
+    answer = [np.mean([b for _, b in by[d]]) for d in domains]
+    x = np.arange(len(domains))
+    ax.bar(x - 0.2, reasoning, 0.4, label="reasoning_content")
+    ax.bar(x + 0.2, answer, 0.4, label="answer (content)")
+    ax.set_xticks(x, domains)
+    ax.set_xlabel("domain")
+    ax.set_ylabel(f"mean {unit} per row")
+    if not any(reasoning):
+        ax.text(0.5, 0.92, "no reasoning captured in this run", ha="center", transform=ax.transAxes, color="grey")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, axis="y")
+    return _save(fig, path)
+
+
+def error_reasons(run: Run, path: Path) -> Path:
+    """Error rows per reason, most frequent first."""
+    top = run.errors.most_common(12)
+    fig, ax = plt.subplots(figsize=(8, max(2.5, 0.45 * len(top) + 1.2)))
+    ax.set_title("Error reasons (errors.jsonl)")
+    if not top:
+        _empty(ax, "errors")
+        return _save(fig, path)
+    labels = [k if len(k) <= 60 else k[:57] + "…" for k, _ in top][::-1]
+    ax.barh(labels, [v for _, v in top][::-1], color="tab:red")
+    ax.set_xlabel("rows (id, sample)")
+    ax.tick_params(axis="y", labelsize=7)
+    ax.grid(alpha=0.3, axis="x")
+    return _save(fig, path)
+
+
+def mix_shares(run: Run, path: Path, target: dict[str, float] | None) -> Path:
+    """Share of prompts per domain in this run, beside the mix recipe's target share when known."""
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.set_title("Mix shares by domain (prompts)")
+    prompts: dict[str, str] = {}
+    for r in run.rows:
+        prompts.setdefault(r.id, r.domain)
+    if not prompts:
+        _empty(ax, "results")
+        return _save(fig, path)
+    c = Counter(prompts.values())
+    domains = sorted(set(c) | set(target or {}))
+    got = [100 * c[d] / len(prompts) for d in domains]
+    x = np.arange(len(domains))
+    if target:
+        ax.bar(x - 0.2, got, 0.4, label="in results")
+        ax.bar(x + 0.2, [100 * (target.get(d) or 0) for d in domains], 0.4, label="mix target")
+    else:
+        ax.bar(x, got, 0.6, label="in results")
+    ax.set_xticks(x, domains)
+    ax.set_xlabel("domain (meta.domain)")
+    ax.set_ylabel("share of prompts (%)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, axis="y")
+    return _save(fig, path)
