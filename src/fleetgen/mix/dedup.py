@@ -52,7 +52,9 @@ class Signer:
 
     def __init__(self, num_perm: int, seed: int = 1) -> None:
         self.num_perm = num_perm
-        self._template = MinHash(num_perm=num_perm, seed=seed, hashfunc=zlib.crc32)
+        # One MinHash reused per text: building one re-validates its permutations each time.
+        self._m = MinHash(num_perm=num_perm, seed=seed, hashfunc=zlib.crc32)
+        self._empty = self._m.hashvalues.copy()
 
     def sign(self, text: str) -> np.ndarray:
         words = _WORD.findall(text)
@@ -60,11 +62,9 @@ class Signer:
             shingles = {" ".join(words).encode()} if words else {text.encode()}
         else:
             shingles = {" ".join(words[i : i + 3]).encode() for i in range(min(len(words) - 2, MAX_SHINGLES))}
-        m = MinHash(
-            num_perm=self.num_perm, hashfunc=zlib.crc32, permutations=self._template.permutations, scheme="affine32"
-        )
-        m.update_batch(shingles)
-        return m.hashvalues.astype(np.uint32, copy=False)
+        self._m.hashvalues = self._empty.copy()
+        self._m.update_batch(shingles)
+        return self._m.hashvalues.astype(np.uint32, copy=True)
 
 
 def lsh_params(threshold: float, num_perm: int) -> tuple[int, int]:

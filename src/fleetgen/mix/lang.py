@@ -21,36 +21,40 @@ _STOPWORDS: dict[str, frozenset[str]] = {
     "it": frozenset("il la le e di che un una è per non con del della sono come si".split()),
 }
 
+_LANGS_OF: dict[str, tuple[str, ...]] = {}
+for _code, _words in _STOPWORDS.items():
+    for _w in _words:
+        _LANGS_OF[_w] = _LANGS_OF.get(_w, ()) + (_code,)
 
-def _count(text: str, lo: int, hi: int) -> int:
-    return sum(1 for ch in text if lo <= ord(ch) <= hi)
+_NON_LETTERS = re.compile(r"[\W\d_]+", re.U)
+_SCRIPTS = [(code, re.compile(rng)) for code, rng in (
+    ("ja", "[\u3040-\u30ff]"), ("zh", "[\u4e00-\u9fff]"), ("ko", "[\uac00-\ud7af]"), ("ru", "[\u0400-\u04ff]"),
+    ("ar", "[\u0600-\u06ff]"), ("hi", "[\u0900-\u097f]"), ("th", "[\u0e00-\u0e7f]"), ("el", "[\u0370-\u03ff]"),
+)]
+# Share of the letters a script needs to decide the language (kana is mixed with kanji in Japanese).
+_SCRIPT_SHARE = {"ja": 0.05, "zh": 0.15}
 
 
 def detect_language(text: str) -> str:
     """ISO 639-1 code of the text's main language, or 'und'."""
-    text = _CODE.sub(" ", text)[:4000]
-    if not text.strip():
-        return "und"
-    letters = sum(1 for ch in text if ch.isalpha())
+    text = _CODE.sub(" ", text[:8000])[:4000]
+    letters = len(_NON_LETTERS.sub("", text))
     if letters < 3:
         return "und"
-    kana = _count(text, 0x3040, 0x30FF)
-    if kana > 0.05 * letters:
-        return "ja"
-    cjk = _count(text, 0x4E00, 0x9FFF)
-    if cjk > 0.15 * letters:
-        return "zh"
-    for code, lo, hi in (("ko", 0xAC00, 0xD7AF), ("ru", 0x0400, 0x04FF), ("ar", 0x0600, 0x06FF),
-                         ("hi", 0x0900, 0x097F), ("th", 0x0E00, 0x0E7F), ("el", 0x0370, 0x03FF)):
-        if _count(text, lo, hi) > 0.3 * letters:
-            return code
+    if not text.isascii():
+        for code, pattern in _SCRIPTS:
+            if len(pattern.findall(text)) > _SCRIPT_SHARE.get(code, 0.3) * letters:
+                return code
     words = _WORD.findall(text.lower())
     if len(words) < 2:
         return "und"
+    hits = dict.fromkeys(_STOPWORDS, 0)
+    for w in words:
+        for code in _LANGS_OF.get(w, ()):
+            hits[code] += 1
     best, best_hits = "und", 0
-    for code, stop in _STOPWORDS.items():
-        hits = sum(1 for w in words if w in stop)
-        if hits > best_hits:
-            best, best_hits = code, hits
+    for code, n in hits.items():  # dict order breaks ties: en first
+        if n > best_hits:
+            best, best_hits = code, n
     # Latin text with no stopword at all (identifiers, a list of terms) stays undetermined.
     return best if best_hits else ("en" if len(words) >= 8 else "und")
