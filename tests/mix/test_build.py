@@ -147,3 +147,20 @@ def test_max_prompt_tokens_filter(tmp_path):
     data["filters"] = {"max_prompt_tokens": 5}
     s = build_mix(recipe(data), tmp_path / "p.jsonl")
     assert s.rows_written == 0 and s.sources[0].filtered["too long"] == 50
+
+
+def test_source_weight_and_max_rows(tmp_path):
+    a = write_synthetic(tmp_path / "a.jsonl", 400, seed=1, prefix="a")
+    b = write_synthetic(tmp_path / "b.jsonl", 400, seed=2, prefix="b")
+    data = {
+        "total": 100, "quotas": {"domain": {"general": 1.0}},
+        "sources": [
+            {"name": "a", "adapter": "openai_messages", "path": str(a), "domain": "general", "weight": 9.0},
+            {"name": "b", "adapter": "openai_messages", "path": str(b), "domain": "general", "max_rows": 300},
+        ],
+    }
+    s = build_mix(recipe(data), tmp_path / "p.jsonl")
+    by = {st.name: st for st in s.sources}
+    assert by["b"].rows_read == 300
+    assert by["a"].selected > 3 * by["b"].selected  # 9:1 weights over 400:300 rows
+    assert by["a"].selected + by["b"].selected == 100

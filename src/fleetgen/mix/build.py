@@ -69,7 +69,7 @@ class _Candidates:
         return len(self.pos)
 
     def signatures(self) -> np.ndarray:
-        return np.frombuffer(bytes(self.sigs), dtype=np.uint32).reshape(len(self), self.num_perm)
+        return np.frombuffer(self.sigs, dtype=np.uint32).reshape(len(self), self.num_perm)
 
 
 def build_mix(recipe: MixRecipe, output: str | Path, report_dir: str | Path | None = None, *, log: Log | None = None) -> MixSummary:
