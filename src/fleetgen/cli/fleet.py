@@ -39,6 +39,9 @@ def cmd_up(
     max_running_requests: Annotated[Optional[int], typer.Option(help=_h(FleetConfig, "max_running_requests"))] = None,
     context_length: Annotated[Optional[int], typer.Option(help=_h(FleetConfig, "context_length"))] = None,
     enforce_eager: Annotated[bool, typer.Option(help=_h(FleetConfig, "enforce_eager"))] = False,
+    python: Annotated[Optional[str], typer.Option(help=_h(FleetConfig, "python"))] = None,
+    doctor: Annotated[bool, typer.Option(help=_h(FleetConfig, "doctor"))] = True,
+    fix_dir: Annotated[Optional[Path], typer.Option(help=_h(FleetConfig, "fix_dir"))] = None,
     startup_timeout: Annotated[float, typer.Option(help=_h(FleetConfig, "startup_timeout_s"))] = 1200,
     state: StateOpt = DEFAULT_STATE_DIR,
     api_key: ApiKeyOpt = None,
@@ -51,7 +54,8 @@ def cmd_up(
     flags = {
         "engine": engine, "model": model, "replicas": replicas, "gpus": gpus, "tp": tp, "host": host,
         "port_base": port_base, "max_running_requests": max_running_requests, "context_length": context_length,
-        "enforce_eager": enforce_eager, "startup_timeout_s": startup_timeout, "state_dir": state, "api_key": api_key,
+        "enforce_eager": enforce_eager, "python": python, "doctor": doctor, "fix_dir": fix_dir,
+        "startup_timeout_s": startup_timeout, "state_dir": state, "api_key": api_key,
     }
     for name, value in flags.items():
         source = ctx.get_parameter_source(_param_name(name))

@@ -45,6 +45,15 @@ class FleetConfig(StrictModel):
         default_factory=list, description="Extra engine flags passed through verbatim."
     )
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for every replica.")
+    python: str | None = Field(
+        None, description="Interpreter that runs the engine (a venv with the engine installed); default: this one."
+    )
+    doctor: bool = Field(
+        True, description="On GPUs, run `fleetgen doctor` checks first and refuse to launch when one fails."
+    )
+    fix_dir: Path | None = Field(
+        None, description="Directory written by `fleetgen doctor --fix`: its environment and engine flags apply to every replica."
+    )
     startup_timeout_s: float = Field(1200, gt=0, description="Give up on a replica not ready after this long.")
     stall_timeout_s: float = Field(
         600, gt=0, description="Give up on a replica whose log shows no progress for this long."

@@ -67,6 +67,12 @@ def plan_replicas(config: FleetConfig, model_path: str) -> list[ReplicaSpec]:
         cpus = cpu_shares(n)
     served = config.served_model_name or served_name_for(config.model)
     key = api_key_of(config)
+    extra_args = list(config.engine_args)
+    if config.fix_dir is not None:
+        from fleetgen.doctor import engine_args_for_replicas
+
+        fix_args = engine_args_for_replicas(config.fix_dir)
+        extra_args = [a for a in fix_args if a not in extra_args or not a.startswith("--")] + extra_args
     return [
         ReplicaSpec(
             index=i,
@@ -82,7 +88,7 @@ def plan_replicas(config: FleetConfig, model_path: str) -> list[ReplicaSpec]:
             enforce_eager=config.enforce_eager,
             cpu_kv_cache_gb=config.cpu_kv_cache_gb,
             api_key=key,
-            extra_args=tuple(config.engine_args),
+            extra_args=tuple(extra_args),
             cache_dir=engine_cache_dir(config.engine, i),
         )
         for i in range(len(groups))
@@ -145,6 +151,33 @@ def spawn(engine: Engine, spec: ReplicaSpec, log_path: Path, python: str, extra_
         log.close()
 
 
+def preflight(config: FleetConfig, specs: list[ReplicaSpec], python: str) -> dict[str, str]:
+    """The doctor's verdict on GPUs, and the environment every replica gets (the doctor's fix, then config.env)."""
+    env: dict[str, str] = {}
+    if config.fix_dir is not None:
+        from fleetgen.doctor import env_for_replicas
+
+        env.update(env_for_replicas(config.fix_dir))
+    env.update(config.env)
+    if config.doctor and specs and specs[0].on_gpu:
+        from fleetgen.doctor import DoctorConfig, run_doctor
+
+        report = run_doctor(
+            DoctorConfig(
+                engine=config.engine, python=python, tp=config.tp,
+                max_running_requests=config.max_running_requests, context_length=config.context_length,
+                engine_args=list(config.engine_args),
+            )
+        )
+        if report.failed:
+            lines = "; ".join(f"{c.id}: {c.summary}" for c in report.failed)
+            raise FleetError(
+                f"the environment is not ready for {config.engine}: {lines}",
+                hint="run `fleetgen doctor --fix DIR` and pass --fix-dir DIR, or --no-doctor to launch anyway",
+            )
+    return env
+
+
 def start_replica(
     engine: Engine, spec: ReplicaSpec, state_dir: Path, python: str, extra_env: dict[str, str]
 ) -> tuple[ReplicaState, subprocess.Popen]:
@@ -183,8 +216,9 @@ async def up(config: FleetConfig, *, on_progress: ProgressCallback | None = None
             "(set --api-key or FLEETGEN_API_KEY)",
             file=sys.stderr,
         )
-    python = python or sys.executable
-    started = [start_replica(engine, spec, state_dir, python, config.env) for spec in specs]
+    python = python or config.python or sys.executable
+    extra_env = preflight(config, specs, python)
+    started = [start_replica(engine, spec, state_dir, python, extra_env) for spec in specs]
     replicas = [r for r, _ in started]
     state = FleetState(
         engine=engine.name,
@@ -231,7 +265,9 @@ async def restart_replica(
     stop_processes([(old.pid, old.create_time)], grace_s=min(config.stop_grace_s, 10))
     spec = plan_replicas(config, state.model)[index]
     check_port_free(spec.host, spec.port)
-    replica, proc = start_replica(engine, spec, state_dir, state.python or sys.executable, config.env)
+    python = state.python or sys.executable
+    extra_env = preflight(config.model_copy(update={"doctor": False}), [spec], python)
+    replica, proc = start_replica(engine, spec, state_dir, python, extra_env)
     _record_replica(state_dir, replica)
     replica.effective_config = await wait_ready(engine, replica, proc, config, spec.api_key, on_progress)
     _record_replica(state_dir, replica)
