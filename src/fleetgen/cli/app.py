@@ -11,6 +11,7 @@ from fleetgen.cli import generate as _generate
 from fleetgen.cli import mix as _mix
 from fleetgen.cli import model as _model
 from fleetgen.cli import report as _report
+from fleetgen.cli import run as _run
 from fleetgen.cli._errors import run_guarded
 
 app = typer.Typer(
@@ -28,6 +29,7 @@ _mix.register(app)
 _generate.register(app)
 _export.register(app)
 _report.register(app)
+_run.register(app)
 
 
 def main() -> None:

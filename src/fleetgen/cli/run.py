@@ -1,0 +1,53 @@
+"""`fleetgen run JOB.yaml`: the whole pipeline from one config."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from fleetgen.run import RunEvent, load_job, run_job
+
+console = Console(stderr=True, soft_wrap=True)
+
+_STYLE = {"start": "bold", "done": "green", "skip": "dim", "invalidated": "yellow", "info": ""}
+
+
+def cmd_run(
+    job_file: Annotated[Path, typer.Argument(help="Job YAML: doctor, fleet, mix, generate, export, report sections.")],
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in the job's workdir; finished stages are skipped.")] = False,
+    keep_fleet: Annotated[bool, typer.Option("--keep-fleet", help="Leave the fleet running after generate.")] = False,
+) -> None:
+    """Run doctor -> mix -> up -> generate -> down -> export -> report; resumable at every stage."""
+    job = load_job(job_file)
+
+    def on_event(e: RunEvent) -> None:
+        style = _STYLE.get(e.kind, "")
+        text = f"[{e.stage}] {e.kind}{': ' + e.detail if e.detail else ''}"
+        console.print(f"[{style}]{text}[/]" if style else text, markup=bool(style), highlight=False)
+
+    last = [0.0]
+
+    def on_progress(stats) -> None:
+        now = time.monotonic()
+        if now - last[0] >= 10 or stats.done >= stats.total:
+            last[0] = now
+            console.print(
+                f"[generate] {stats.done}/{stats.total} done, {stats.output_tokens_per_s:.0f} tok/s", highlight=False
+            )
+
+    summary = run_job(job, resume=resume, keep_fleet=keep_fleet, on_event=on_event, on_progress=on_progress)
+    console.print(f"[bold green]done[/] in {summary.workdir}")
+    if summary.export:
+        console.print("dataset: " + ", ".join(str(p) for p in summary.export.values()))
+    if summary.report:
+        console.print(f"report:  {summary.report}")
+    if summary.restarts:
+        console.print(f"replica restarts: {summary.restarts}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(cmd_run)
