@@ -62,7 +62,7 @@ def generate(workdir: Path, rows: int, seed: int = 0) -> dict[str, Path]:
                 elif name == "codefeedback":
                     row = {"query": "Write a function: " + text(), "answer": "def f(): pass", "resource": "magicoder", "lang": "python"}
                 elif name == "metamath":
-                    oq = f"orig {i // 4} " + sentence(rng, 5)
+                    oq = f"original question number {i // 4}"  # groups of 4 augmentations
                     row = {"query": text(), "response": "The answer is: 1", "type": "GSM_AnsAug", "original_question": oq}
                 else:
                     tool = rng.choice(VOCAB)
