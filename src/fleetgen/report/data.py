@@ -23,6 +23,7 @@ class Row:
     completion_tokens: int
     finish: list[str]
     replicas: list[str]
+    started_at: float | None
     ended_at: float | None
     reasoning_text: str
     answer_text: str
@@ -79,6 +80,7 @@ def load_run(outdir: Path, mix_report: Path | None = None) -> Run:
                 completion_tokens=int(usage.get("completion_tokens") or 0),
                 finish=[str(f) for f in finish_reasons(rec)],
                 replicas=[str(r) for r in reps if r],
+                started_at=start,
                 ended_at=(start + lat) if start is not None and lat is not None else None,
                 reasoning_text="".join(m.get("reasoning_content") or "" for m in assistants),
                 answer_text="".join(m.get("content") or "" for m in assistants),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -11,10 +12,12 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from fleetgen.report.data import Run  # noqa: E402
 
 Counter_ = Callable[[str], int]
+FINISH_COLORS = {"stop": "tab:green", "tool_calls": "tab:blue", "length": "tab:red"}
 
 
 def _save(fig: plt.Figure, path: Path) -> Path:
@@ -31,33 +34,35 @@ def _empty(ax: plt.Axes, what: str) -> None:
 
 
 def throughput(run: Run, path: Path) -> Path:
-    """Output tokens per second over the run, one line per replica and the total, from completion times."""
-    fig, ax = plt.subplots(figsize=(8, 4))
-    ends = [r.ended_at for r in run.rows if r.ended_at is not None]
-    ax.set_title("Throughput over time per replica")
-    if not ends:
+    """Output tokens per second over the run, stacked per replica (the top edge is the fleet's total).
+
+    A row's tokens count when the row completes, so bins are a few seconds wide to smooth batching.
+    """
+    fig, ax = plt.subplots(figsize=(9, 4))
+    timed = [r for r in run.rows if r.ended_at is not None and r.replicas]
+    if not timed:
+        ax.set_title("Output throughput per replica")
         _empty(ax, "timed results")
         return _save(fig, path)
-    t0, t1 = min(ends), max(ends)
-    width = max(1.0, (t1 - t0) / 40)
-    bins = np.arange(t0, t1 + width, width)
-    per: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(len(bins)))
-    for r in run.rows:
-        if r.ended_at is None or not r.replicas:
-            continue
-        k = int((r.ended_at - t0) // width)
+    t0 = min(r.started_at if r.started_at is not None else r.ended_at for r in timed)  # type: ignore[type-var]
+    t1 = max(r.ended_at for r in timed)  # type: ignore[type-var]
+    width = max(2.0, (t1 - t0) / 30)
+    n = int((t1 - t0) // width) + 1
+    per: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(n))
+    for r in timed:
+        k = int((r.ended_at - t0) // width)  # type: ignore[operator]
         for rep in r.replicas:  # a conversation served by several replicas: split its tokens
             per[rep][k] += r.completion_tokens / len(r.replicas)
-    x = bins - t0
-    total = np.zeros(len(bins))
-    for i, rep in enumerate(sorted(per)):
-        ax.step(x, per[rep] / width, where="post", label=f"replica {i}: {rep}")
-        total += per[rep]
-    ax.step(x, total / width, where="post", color="black", linewidth=1.5, label="all replicas")
-    ax.set_xlabel("time since first completion (s)")
+    reps = sorted(per)
+    x = np.arange(n + 1) * width
+    ys = [np.append(per[rep], per[rep][-1]) / width for rep in reps]
+    ax.stackplot(x, ys, step="post", labels=[f"replica {i}: {rep}" for i, rep in enumerate(reps)], alpha=0.85)
+    ax.set_title(f"Output throughput per replica (completed rows, {width:.0f} s bins, stacked)")
+    ax.set_xlabel("time since the run's first request (s)")
     ax.set_ylabel("output tokens / s")
+    ax.set_xlim(0, x[-1])
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left")
     ax.grid(alpha=0.3)
     return _save(fig, path)
 
@@ -78,6 +83,7 @@ def length_hist(run: Run, path: Path, attr: str, title: str, xlabel: str) -> Pat
     ax.hist([by[d] for d in domains], bins=bins, stacked=True, label=domains)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("rows (id, sample)")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend(title="domain", fontsize=8)
     ax.grid(alpha=0.3)
     return _save(fig, path)
@@ -98,10 +104,11 @@ def finish_by_domain(run: Run, path: Path) -> Path:
     bottom = np.zeros(len(domains))
     for reason in reasons:
         vals = np.array([counts[d][reason] for d in domains], dtype=float)
-        ax.bar(domains, vals, bottom=bottom, label=reason)
+        ax.bar(domains, vals, bottom=bottom, label=reason, color=FINISH_COLORS.get(reason))
         bottom += vals
     ax.set_xlabel("domain")
     ax.set_ylabel("assistant turns")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend(title="finish_reason", fontsize=8)
     ax.grid(alpha=0.3, axis="y")
     return _save(fig, path)
@@ -136,14 +143,15 @@ def reasoning_vs_answer(run: Run, path: Path, count: Counter_, unit: str) -> Pat
 def error_reasons(run: Run, path: Path) -> Path:
     """Error rows per reason, most frequent first."""
     top = run.errors.most_common(12)
-    fig, ax = plt.subplots(figsize=(8, max(2.5, 0.45 * len(top) + 1.2)))
+    fig, ax = plt.subplots(figsize=(10, max(2.5, 0.6 * len(top) + 1.2)))
     ax.set_title("Error reasons (errors.jsonl)")
     if not top:
         _empty(ax, "errors")
         return _save(fig, path)
-    labels = [k if len(k) <= 60 else k[:57] + "…" for k, _ in top][::-1]
+    labels = [textwrap.fill(k, 40) for k, _ in top][::-1]
     ax.barh(labels, [v for _, v in top][::-1], color="tab:red")
     ax.set_xlabel("rows (id, sample)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.tick_params(axis="y", labelsize=7)
     ax.grid(alpha=0.3, axis="x")
     return _save(fig, path)
