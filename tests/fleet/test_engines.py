@@ -36,6 +36,14 @@ def test_vllm_command_pins_port_model_and_passes_extra_args_verbatim():
     assert "--tensor-parallel-size" not in cmd
 
 
+def test_vllm_cpu_disables_chunked_prefill_unless_told():
+    eng = get_engine("vllm")
+    assert "--no-enable-chunked-prefill" in eng.command(spec(), "py")
+    assert "--no-enable-chunked-prefill" not in eng.command(spec(gpus=(0,)), "py")
+    told = eng.command(spec(extra_args=("--enable-chunked-prefill",)), "py")
+    assert "--no-enable-chunked-prefill" not in told
+
+
 def test_vllm_tp_and_gpu_pinning_go_to_flags_and_environment():
     eng = get_engine("vllm")
     s = spec(gpus=(2, 3), tp=2)

