@@ -40,10 +40,10 @@ def cli(*args: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def main_run(cpu_fleet, tmp_path_factory):
-    """100 prompts x 3 samples: 90 single-turn, 8 multi-turn, 2 with tools and a recorded tool result."""
+    """70 prompts x 3 samples: 60 single-turn, 8 multi-turn, 2 with tools and a recorded tool result."""
     d = tmp_path_factory.mktemp("main")
     rows = []
-    for i in range(90):
+    for i in range(60):
         rows.append({"id": f"s{i}", "messages": [{"role": "user", "content": f"Write one vivid sentence about {TOPICS[i % 10]}. ({i})"}]})
     for i in range(8):
         rows.append({"id": f"m{i}", "meta": {"domain": "chat"}, "messages": [
@@ -72,10 +72,10 @@ def main_run(cpu_fleet, tmp_path_factory):
 def test_every_pair_exactly_once(main_run):
     d, rows, stats = main_run
     results, errors = assert_exactly_once(d / "out", [r["id"] for r in rows], 3)
-    assert not errors and stats.ok == 300
+    assert not errors and stats.ok == 210
     stats_json = json.loads((d / "out" / "stats.json").read_text())
-    assert stats_json["rows"]["ok"] == 300
-    assert sum(r["requests"] for r in stats_json["replicas"]) >= 300
+    assert stats_json["rows"]["ok"] == 210
+    assert sum(r["requests"] for r in stats_json["replicas"]) >= 210
     assert all(r["ok"] > 0 for r in stats_json["replicas"])  # both replicas served
 
 
@@ -85,7 +85,7 @@ def test_three_distinct_samples_per_prompt(main_run):
     for r in read_jsonl(d / "out" / "results.jsonl"):
         if r["id"].startswith("s"):
             texts[r["id"]].add(r["messages"][-1]["content"])
-    assert len(texts) == 90
+    assert len(texts) == 60
     assert all(len(v) == 3 for v in texts.values()), [k for k, v in texts.items() if len(v) < 3]
 
 
@@ -126,7 +126,7 @@ def test_bad_rows_go_to_errors_with_reasons_and_good_rows_complete(cpu_fleet, tm
     ] + [json.dumps(r) for r in good[3:]]
     (tmp_path / "p.jsonl").write_text("\n".join(lines) + "\n")
     stats = generate(cfg(cpu_fleet, tmp_path / "p.jsonl", tmp_path / "out"), handle_signals=False)
-    assert_exactly_once(tmp_path / "out", [r["id"] for r in good], 1)
+    assert_exactly_once(tmp_path / "out", [r["id"] for r in good] + ["long"], 1)
     errors = read_jsonl(tmp_path / "out" / "errors.jsonl")
     by_line = {e["line"]: e for e in errors}
     expect = {
@@ -159,29 +159,40 @@ def test_bad_rows_go_to_errors_with_reasons_and_good_rows_complete(cpu_fleet, tm
 
 
 def test_kill_9_of_generate_at_random_moments_then_resume(cpu_fleet, tmp_path):
-    ids = [f"k{i}" for i in range(150)]
+    ids = [f"k{i}" for i in range(100)]
     (tmp_path / "p.jsonl").write_text("".join(
         json.dumps({"id": i, "messages": [{"role": "user", "content": f"Write a line about {TOPICS[n % 10]} ({n})."}]}) + "\n"
         for n, i in enumerate(ids)
     ))
     out = tmp_path / "out"
-    args = cli(str(tmp_path / "p.jsonl"), "-o", str(out), "--samples", "2", "--max-tokens", "12",
+    args = cli(str(tmp_path / "p.jsonl"), "-o", str(out), "--samples", "2", "--max-tokens", "8",
                *[a for e in cpu_fleet.endpoints for a in ("--endpoint", e)])
     rng = random.Random(20240611)
     counts = []
+    done = 0
     for _ in range(4):
+        # A seeded random moment, measured in progress (rows recorded) plus a fraction of a second,
+        # so the kills land mid-run however loaded the machine is.
+        target = done + rng.randint(5, 35)
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        time.sleep(rng.uniform(2.0, 7.0))
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            raw = (out / "results.jsonl").read_bytes() if (out / "results.jsonl").exists() else b""
+            if raw.count(b"\n") >= target:
+                break
+            time.sleep(0.05)
+        time.sleep(rng.uniform(0.0, 0.5))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        results = read_jsonl(out / "results.jsonl") if (out / "results.jsonl").exists() else []
         raw = (out / "results.jsonl").read_bytes() if (out / "results.jsonl").exists() else b""
-        counts.append((len(results), raw.endswith(b"\n") or not raw))
+        # Complete lines only: a torn tail is possible here, and the next start repairs it.
+        done = raw.count(b"\n")
+        counts.append(done)
     final = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert final.returncode == 0, final.stderr[-2000:]
     print("results after each kill:", counts)
-    assert any(0 < c < 300 for c, _ in counts), counts  # the kills did land mid-run
-    assert [c for c, _ in counts] == sorted(c for c, _ in counts)  # nothing recorded is ever lost
+    assert sum(0 < c < 200 for c in counts) >= 3, counts  # the kills did land mid-run
+    assert counts == sorted(counts)  # nothing recorded is ever lost
     assert_exactly_once(out, ids, 2)
 
 
@@ -210,7 +221,14 @@ def victim_and_survivor(cpu_fleet, tmp_path_factory):
     else:
         victim = cpu_fleet.replicas[1]
         yield victim, survivor
-        asyncio.run(restart_replica(Path(victim.log_path).parents[1], victim.index))
+        from fleetgen.errors import PortInUseError
+
+        for _ in range(12):  # the dead server's sockets may hold its port in TIME_WAIT for a while
+            try:
+                asyncio.run(restart_replica(Path(victim.log_path).parents[1], victim.index))
+                break
+            except PortInUseError:
+                time.sleep(10)
 
 
 def test_kill_9_of_a_replica_mid_run_finishes_on_the_other(victim_and_survivor, tmp_path):

@@ -150,10 +150,12 @@ async def _turn(
         try:
             answer, replica = await s.dispatcher.run(prompt.id, call)
         except Rejected as e:
-            if prompt.tools and "tool" in e.message.lower() and s.tool_choice != "none" and not tool_fallback_tried:
+            if body.get("tool_choice") == "auto" and "tool choice" in e.message.lower() and not tool_fallback_tried:
+                # Requests already in flight with "auto" meet the same refusal: each retries once.
                 tool_fallback_tried = True
-                s.tool_choice = "none"
-                s.notes.append(f"server refused tool_choice=auto ({e.message}); sending tools with tool_choice=none")
+                if s.tool_choice != "none":
+                    s.tool_choice = "none"
+                    s.notes.append(f"server refused tool_choice=auto ({e.message}); sending tools with tool_choice=none")
                 continue
             return Failed(prompt.id, sample, f"turn {turn}: server rejected the request: {e.message}", "rejected", prompt.line)
         except TransientError as e:
