@@ -44,7 +44,7 @@ def build_report(
     dest = Path(dest) if dest else Path(outdir) / "report"
     dest.mkdir(parents=True, exist_ok=True)
     count, unit = _counter(run, tokenizer)
-    doc = Document(f"fleetgen run report: {Path(outdir).name}")
+    doc = Document("fleetgen run report")
 
     _overview(doc, run)
     target = _mix_target(run)
@@ -77,8 +77,8 @@ def build_report(
     doc.table(["finish_reason", "turns", "share"], [[k, v, _pct(100 * v / total)] for k, v in fr.most_common()])
 
     doc.heading("Errors")
-    doc.image(plots.error_reasons(run, dest / "error_reasons.png").name, "error reasons")
     if run.errors:
+        doc.image(plots.error_reasons(run, dest / "error_reasons.png").name, "error reasons")
         doc.table(["reason", "rows", "example"], [[k, v, run.error_examples[k]] for k, v in run.errors.most_common()])
     else:
         doc.text("No rows in errors.jsonl.")
@@ -91,7 +91,7 @@ def build_report(
 
 def _overview(doc: Document, run: Run) -> None:
     doc.heading("Overview")
-    rows = [["results (id, sample)", len(run.rows)], ["distinct prompts", len({r.id for r in run.rows})],
+    rows = [["output directory", f"`{run.outdir}`"], ["results (id, sample)", len(run.rows)], ["distinct prompts", len({r.id for r in run.rows})],
             ["error rows", sum(run.errors.values())]]
     if run.stats:
         s = run.stats

@@ -36,33 +36,36 @@ def _empty(ax: plt.Axes, what: str) -> None:
 def throughput(run: Run, path: Path) -> Path:
     """Output tokens per second over the run, stacked per replica (the top edge is the fleet's total).
 
-    A row's tokens count when the row completes, so bins are a few seconds wide to smooth batching.
+    Each row's tokens are spread evenly over the time it was in flight (start to completion), so
+    the curve is a rate, not a spike at each completion.
     """
     fig, ax = plt.subplots(figsize=(9, 4))
-    timed = [r for r in run.rows if r.ended_at is not None and r.replicas]
+    timed = [r for r in run.rows if r.ended_at is not None and r.started_at is not None and r.replicas]
     if not timed:
         ax.set_title("Output throughput per replica")
         _empty(ax, "timed results")
         return _save(fig, path)
-    t0 = min(r.started_at if r.started_at is not None else r.ended_at for r in timed)  # type: ignore[type-var]
+    t0 = min(r.started_at for r in timed)  # type: ignore[type-var]
     t1 = max(r.ended_at for r in timed)  # type: ignore[type-var]
-    width = max(2.0, (t1 - t0) / 30)
+    width = max(1.0, (t1 - t0) / 60)
     n = int((t1 - t0) // width) + 1
+    edges = np.arange(n + 1) * width
     per: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(n))
     for r in timed:
-        k = int((r.ended_at - t0) // width)  # type: ignore[operator]
+        a, b = r.started_at - t0, max(r.ended_at - t0, r.started_at - t0 + 1e-3)  # type: ignore[operator]
+        overlap = np.clip(np.minimum(edges[1:], b) - np.maximum(edges[:-1], a), 0, None)
+        share = overlap / (b - a) * r.completion_tokens
         for rep in r.replicas:  # a conversation served by several replicas: split its tokens
-            per[rep][k] += r.completion_tokens / len(r.replicas)
+            per[rep] += share / len(r.replicas)
     reps = sorted(per)
-    x = np.arange(n + 1) * width
     ys = [np.append(per[rep], per[rep][-1]) / width for rep in reps]
-    ax.stackplot(x, ys, step="post", labels=[f"replica {i}: {rep}" for i, rep in enumerate(reps)], alpha=0.85)
-    ax.set_title(f"Output throughput per replica (completed rows, {width:.0f} s bins, stacked)")
-    ax.set_xlabel("time since the run's first request (s)")
+    ax.stackplot(edges, ys, step="post", labels=[f"replica {i}: {rep}" for i, rep in enumerate(reps)], alpha=0.85)
+    ax.set_title("Output throughput per replica (stacked: the top edge is the fleet)")
+    ax.set_xlabel(f"time since the run's first request (s), {width:.0f} s bins")
     ax.set_ylabel("output tokens / s")
-    ax.set_xlim(0, x[-1])
+    ax.set_xlim(0, edges[-1])
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8, loc="upper right")
     ax.grid(alpha=0.3)
     return _save(fig, path)
 
