@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from fleetgen.run import RunEvent, load_job, run_job
 
@@ -26,8 +27,8 @@ def cmd_run(
 
     def on_event(e: RunEvent) -> None:
         style = _STYLE.get(e.kind, "")
-        text = f"[{e.stage}] {e.kind}{': ' + e.detail if e.detail else ''}"
-        console.print(f"[{style}]{text}[/]" if style else text, markup=bool(style), highlight=False)
+        text = escape(f"[{e.stage}] {e.kind}{': ' + e.detail if e.detail else ''}")
+        console.print(f"[{style}]{text}[/]" if style else text, highlight=False)
 
     last = [0.0]
 
@@ -36,7 +37,7 @@ def cmd_run(
         if now - last[0] >= 10 or stats.done >= stats.total:
             last[0] = now
             console.print(
-                f"[generate] {stats.done}/{stats.total} done, {stats.output_tokens_per_s:.0f} tok/s", highlight=False
+                escape(f"[generate] {stats.done}/{stats.total} done, {stats.output_tokens_per_s:.0f} tok/s"), highlight=False
             )
 
     summary = run_job(job, resume=resume, keep_fleet=keep_fleet, on_event=on_event, on_progress=on_progress)
