@@ -137,3 +137,16 @@ def test_torn_last_line_and_duplicates_are_counted_not_fatal(results, tmp_path):
     (src / "results.jsonl").write_text("\n".join(lines + [lines[0]]) + "\n" + lines[1][:40])
     summary = export(ExportConfig(results_dir=src, output=tmp_path / "o.jsonl", format="openai"))
     assert summary.duplicates == 1 and summary.corrupt_lines == 1 and summary.read == len(results)
+
+
+def test_cli_export_writes_the_split_and_refuses_a_bad_split(run_dir, tmp_path):
+    from typer.testing import CliRunner
+
+    from fleetgen.cli.app import app
+
+    out = tmp_path / "sf"
+    r = CliRunner().invoke(app, ["export", str(run_dir), "--format", "specforge", "--split", "eval=0.5", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in out.iterdir()) == ["eval.jsonl", "train.jsonl"]
+    bad = CliRunner().invoke(app, ["export", str(run_dir), "--split", "test=0.1", "-o", str(tmp_path / "x.jsonl")])
+    assert bad.exit_code != 0 and not (tmp_path / "x.jsonl").exists()
