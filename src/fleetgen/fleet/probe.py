@@ -73,15 +73,20 @@ async def generation_probe(
 
 
 async def reported_config(session: aiohttp.ClientSession, base: str, engine: Engine) -> dict[str, object]:
+    """GET each of the engine's config endpoints (or its older name) and flatten the answers."""
     answers: dict[str, object] = {}
     for path in engine.config_endpoints():
-        try:
-            async with session.get(base + path, timeout=aiohttp.ClientTimeout(total=10)) as r:
-                if r.status != 200:
-                    continue
-                answers[path] = await (r.text() if path == engine.metrics_path else r.json(content_type=None))
-        except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
-            continue
+        for candidate in (path, engine.endpoint_fallbacks.get(path)):
+            if candidate is None:
+                continue
+            try:
+                async with session.get(base + candidate, timeout=aiohttp.ClientTimeout(total=10)) as r:
+                    if r.status != 200:
+                        continue
+                    answers[path] = await (r.text() if path == engine.metrics_path else r.json(content_type=None))
+                    break
+            except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
+                continue
     return engine.effective_config(answers)
 
 

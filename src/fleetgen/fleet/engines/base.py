@@ -75,6 +75,8 @@ class Engine(ABC):
     name: str
     health_path: str = "/health"
     metrics_path: str = "/metrics"
+    # An older name to try when a config endpoint is missing (e.g. SGLang's /get_server_info).
+    endpoint_fallbacks: dict[str, str] = {}
     phase_patterns: tuple[tuple[re.Pattern[str], Phase], ...] = ()
     fatal_patterns: tuple[FatalPattern, ...] = ()
 
