@@ -59,6 +59,21 @@ class FleetConfig(StrictModel):
         600, gt=0, description="Give up on a replica whose log shows no progress for this long."
     )
     stop_grace_s: float = Field(20, ge=0, description="Seconds between SIGTERM and SIGKILL on `down`.")
+    ray: str | None = Field(
+        None,
+        description="Ray cluster address ('auto', or the head's host:port): replicas run as Ray actors "
+        "across its nodes instead of local processes. Unset: a local fleet.",
+    )
+    ray_num_cpus: float = Field(
+        1, ge=0, description="CPUs each replica's Ray actor reserves (the whole replica on CPU, its driver on GPU)."
+    )
+    ray_resources: dict[str, float] = Field(
+        default_factory=dict,
+        description="Custom Ray resources each replica reserves, e.g. {'inference': 1} to keep replicas on labelled nodes.",
+    )
+    ray_schedule_timeout_s: float = Field(
+        120, gt=0, description="Give up on a replica whose placement group Ray cannot place within this long."
+    )
 
     @field_validator("gpus")
     @classmethod

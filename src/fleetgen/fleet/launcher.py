@@ -65,6 +65,13 @@ def plan_replicas(config: FleetConfig, model_path: str) -> list[ReplicaSpec]:
         n = config.replicas or 1
         groups = [()] * n
         cpus = cpu_shares(n)
+    return replica_specs(config, model_path, groups, cpus)
+
+
+def replica_specs(
+    config: FleetConfig, model_path: str, groups: list[tuple[int, ...]], cpus: list[tuple[int, ...]]
+) -> list[ReplicaSpec]:
+    """One spec per device group with the engine settings every replica shares (local and Ray fleets)."""
     served = config.served_model_name or served_name_for(config.model)
     key = api_key_of(config)
     extra_args = list(config.engine_args)
@@ -203,6 +210,10 @@ def start_replica(
 
 async def up(config: FleetConfig, *, on_progress: ProgressCallback | None = None, python: str | None = None) -> FleetState:
     """Start the fleet and return its state once every replica generated and configs agree."""
+    if config.ray is not None:
+        from fleetgen.fleet.ray_backend import up_ray
+
+        return await up_ray(config, on_progress=on_progress, python=python)
     state_dir = ensure_state_dir(config.state_dir)
     _refuse_running_fleet(state_dir)
     engine = get_engine(config.engine)
@@ -218,6 +229,7 @@ async def up(config: FleetConfig, *, on_progress: ProgressCallback | None = None
         )
     python = python or config.python or sys.executable
     extra_env = preflight(config, specs, python)
+    engine.validate_commands([engine.command(spec, python) for spec in specs], python)
     started = [start_replica(engine, spec, state_dir, python, extra_env) for spec in specs]
     replicas = [r for r, _ in started]
     state = FleetState(
@@ -298,16 +310,29 @@ def _refuse_running_fleet(state_dir: Path) -> None:
         )
 
 
+Liveness = Callable[[], str | None]
+"""Why a starting server is gone (e.g. 'the server exited with code 1'), or None while it runs."""
+
+
+def exit_of(proc: subprocess.Popen) -> Liveness:
+    """Liveness of a server this process spawned."""
+    return lambda: None if (code := proc.poll()) is None else f"the server exited with code {code}"
+
+
 async def wait_ready(
     engine: Engine,
     replica: ReplicaState,
-    proc: subprocess.Popen,
+    proc: subprocess.Popen | Liveness,
     config: FleetConfig,
     api_key: str | None,
     on_progress: ProgressCallback | None,
+    *,
+    follower: LogFollower | None = None,
 ) -> dict[str, object]:
+    """Follow the log, then health, a real generation and the reported config; works for any backend."""
     t0 = time.monotonic()
-    follower = LogFollower(Path(replica.log_path))
+    gone = proc if callable(proc) else exit_of(proc)
+    follower = follower or LogFollower(Path(replica.log_path))
     phase = Phase.STARTING
     last_progress = t0
 
@@ -337,10 +362,10 @@ async def wait_ready(
                 if new_phase and new_phase.order > phase.order:  # logs repeat; phases only advance
                     phase = new_phase
                     emit()
-            code = proc.poll()
-            if code is not None:
+            why = gone()
+            if why is not None:
                 follower.new_lines()
-                raise fail(f"the server exited with code {code} while starting", _hint_from_tail(engine, follower))
+                raise fail(f"{why} while starting", _hint_from_tail(engine, follower))
             status, _ = await probe.health(session, replica.endpoint, engine, timeout=3)
             if status == 200:
                 phase = Phase.PROBING

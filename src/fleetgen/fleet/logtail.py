@@ -15,18 +15,22 @@ class LogFollower:
 
     def new_lines(self) -> list[str]:
         """Complete lines appended since the last call (progress bars' carriage returns split too)."""
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self._offset)
-                chunk = f.read()
-        except FileNotFoundError:
-            return []
+        chunk = self._read_from(self._offset)
         self._offset += len(chunk)
         text = self._partial + chunk.decode("utf-8", errors="replace").replace("\r", "\n")
         *lines, self._partial = text.split("\n")
         lines = [ln for ln in lines if ln.strip()]
         self._recent.extend(lines)
         return lines
+
+    def _read_from(self, offset: int) -> bytes:
+        """The bytes after `offset`; subclasses read logs that live elsewhere (another node)."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(offset)
+                return f.read()
+        except FileNotFoundError:
+            return b""
 
     def tail(self, n: int) -> str:
         return "\n".join(list(self._recent)[-n:])
