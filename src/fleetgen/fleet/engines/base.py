@@ -103,6 +103,9 @@ class Engine(ABC):
                 return pattern
         return None
 
+    def validate_commands(self, argvs: list[list[str]], python: str) -> None:
+        """Raise EngineError for a command line the engine would reject, before anything starts."""
+
     @abstractmethod
     def parse_metrics(self, text: str) -> Metrics:
         """Read the engine's Prometheus text into the load fields fleetgen uses."""

@@ -8,6 +8,7 @@ Command lines are checked against SGLang's own parser by `sglang_validate`.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 
@@ -166,6 +167,12 @@ class SglangEngine(Engine):
         if "--enable-metrics" not in passed:
             args += ["--enable-metrics"]
         return args + list(spec.extra_args)
+
+    def validate_commands(self, argvs: list[list[str]], python: str) -> None:
+        """SGLang's own parser judges every command line: FLEETGEN_SGLANG_PYTHON's, else the launch python's."""
+        from fleetgen.fleet.engines.sglang_validate import validate_command_lines
+
+        validate_command_lines(argvs, os.environ.get("FLEETGEN_SGLANG_PYTHON") or python)
 
     def environment(self, spec: ReplicaSpec) -> dict[str, str]:
         env = super().environment(spec)
