@@ -34,25 +34,43 @@ def process_tree(pid: int, create_time: float) -> list[psutil.Process]:
         return [p]
 
 
+def group_members(pgid: int) -> list[psutil.Process]:
+    """Processes still in a replica's process group: workers orphaned when their server died hold its port."""
+    members = []
+    for p in psutil.process_iter():
+        try:
+            if os.getpgid(p.pid) == pgid and p.status() != psutil.STATUS_ZOMBIE:
+                members.append(p)
+        except (psutil.Error, ProcessLookupError, PermissionError):
+            continue
+    return members
+
+
 def stop_processes(targets: list[tuple[int, float]], grace_s: float) -> list[int]:
-    """SIGTERM each replica's process group, SIGKILL what is left after `grace_s`; returns pids stopped."""
-    procs: list[psutil.Process] = []
+    """SIGTERM each replica's process group, SIGKILL what is left after `grace_s`; returns pids stopped.
+
+    The group is signalled even when its leader is gone: a group id is not reused while any
+    member lives, so the members found are that replica's orphans, never someone else's.
+    """
+    procs: dict[int, psutil.Process] = {}
     for pid, ctime in targets:
         tree = process_tree(pid, ctime)
-        if not tree:
+        members = tree + group_members(pid)
+        if not members:
             continue
-        procs.extend(tree)
+        procs.update((p.pid, p) for p in members)
         _signal_group(pid, signal.SIGTERM)
-        for child in tree:
-            _signal(child, signal.SIGTERM)
-    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+        for p in tree:
+            _signal(p, signal.SIGTERM)
+    _, alive = psutil.wait_procs(list(procs.values()), timeout=grace_s)
     for p in alive:
         _signal(p, signal.SIGKILL)
     for pid, _ in targets:
-        _signal_group(pid, signal.SIGKILL)
+        if group_members(pid):
+            _signal_group(pid, signal.SIGKILL)
     psutil.wait_procs(alive, timeout=5)
     _reap([pid for pid, _ in targets])
-    return [p.pid for p in procs]
+    return list(procs)
 
 
 def _signal_group(pid: int, sig: int) -> None:
