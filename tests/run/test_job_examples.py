@@ -1,0 +1,58 @@
+"""The example job files load, and the seed job's 8 sglang command lines pass SGLang's own parser."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fleetgen.errors import ConfigError
+from fleetgen.fleet import launcher
+from fleetgen.fleet.devices import GpuInfo
+from fleetgen.fleet.engines import get_engine
+from fleetgen.run import load_job
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_quickstart_loads_with_paths_relative_to_the_file():
+    job = load_job(EXAMPLES / "quickstart.yaml")
+    assert job.fleet.engine == "vllm" and job.fleet.gpus == "none"
+    assert all(Path(s.path).exists() for s in job.mix.sources)
+    assert job.workdir.is_absolute()
+
+
+def test_seed_job_loads_and_its_8_command_lines_parse_with_sglang(monkeypatch):
+    job = load_job(EXAMPLES / "qwen36-27b-8gpu.yaml")
+    assert job.generate.samples == 3 and job.mix.total == 193000
+    fake = [GpuInfo(i, "NVIDIA RTX PRO 6000 Blackwell", 96 << 30, (12, 0)) for i in range(8)]
+    monkeypatch.setattr(launcher, "discover_gpus", lambda: fake)
+    specs = launcher.plan_replicas(job.fleet, job.fleet.model)
+    assert [s.gpus for s in specs] == [(i,) for i in range(8)]
+    assert len({s.port for s in specs}) == 8
+    argvs = [get_engine("sglang").command(s, "python") for s in specs]
+    for argv in argvs:
+        assert argv[argv.index("--mamba-scheduler-strategy") + 1] == "extra_buffer"
+        assert argv[argv.index("--attention-backend") + 1] == "flashinfer"
+
+    from fleetgen.fleet.engines.sglang_validate import DEFAULT_PYTHON, check_command_lines
+
+    if not DEFAULT_PYTHON.exists():
+        pytest.skip("SGLang's parser is not installed (.venv-sglang): run scripts/setup-sglang.sh")
+    verdicts = check_command_lines(argvs)
+    assert verdicts.version == "0.5.12"
+    assert [r.error for r in verdicts.results if not r.ok] == []
+
+
+def test_a_job_with_neither_fleet_nor_endpoints_is_refused(tmp_path):
+    bad = tmp_path / "job.yaml"
+    bad.write_text("generate: {prompts: p.jsonl}\n")
+    with pytest.raises(ConfigError, match="fleet section or generate.endpoints"):
+        load_job(bad)
+
+
+def test_unknown_section_is_named(tmp_path):
+    bad = tmp_path / "job.yaml"
+    bad.write_text("generate: {prompts: p.jsonl, endpoints: ['http://127.0.0.1:1']}\ngenrate: {}\n")
+    with pytest.raises(ConfigError, match="genrate"):
+        load_job(bad)
