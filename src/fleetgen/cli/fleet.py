@@ -43,6 +43,7 @@ def cmd_up(
     doctor: Annotated[bool, typer.Option(help=_h(FleetConfig, "doctor"))] = True,
     fix_dir: Annotated[Optional[Path], typer.Option(help=_h(FleetConfig, "fix_dir"))] = None,
     startup_timeout: Annotated[float, typer.Option(help=_h(FleetConfig, "startup_timeout_s"))] = 1200,
+    ray: Annotated[Optional[str], typer.Option("--ray", metavar="ADDRESS|auto", help=_h(FleetConfig, "ray"))] = None,
     state: StateOpt = DEFAULT_STATE_DIR,
     api_key: ApiKeyOpt = None,
     config: Annotated[Optional[Path], typer.Option(help="YAML file with a fleet config; flags given override it.")] = None,
@@ -55,7 +56,7 @@ def cmd_up(
         "engine": engine, "model": model, "replicas": replicas, "gpus": gpus, "tp": tp, "host": host,
         "port_base": port_base, "max_running_requests": max_running_requests, "context_length": context_length,
         "enforce_eager": enforce_eager, "python": python, "doctor": doctor, "fix_dir": fix_dir,
-        "startup_timeout_s": startup_timeout, "state_dir": state, "api_key": api_key,
+        "startup_timeout_s": startup_timeout, "state_dir": state, "api_key": api_key, "ray": ray,
     }
     for name, value in flags.items():
         source = ctx.get_parameter_source(_param_name(name))
@@ -66,7 +67,8 @@ def cmd_up(
     cfg = validate(FleetConfig, base, source="flags")
     fleet = asyncio.run(_up_with_live_view(cfg))
     for r in fleet.replicas:
-        console.print(f"replica {r.index}: {r.endpoint}  pid {r.pid}  log {r.log_path}")
+        where = f"  node {r.node}  actor {r.actor}" if r.actor else ""
+        console.print(f"replica {r.index}: {r.endpoint}  pid {r.pid}{where}  log {r.log_path}")
     console.print(f"[green]fleet ready[/]: {len(fleet.replicas)} replica(s) of {fleet.served_model_name}; state in {cfg.state_dir}")
 
 
@@ -116,11 +118,11 @@ def cmd_status(
         print(json.dumps({"engine": fleet.engine, "model": fleet.served_model_name, "replicas": [s.to_dict() for s in statuses]}, indent=2))
         return
     t = Table(title=f"fleet {fleet.served_model_name} ({fleet.engine})")
-    for col in ("replica", "endpoint", "pid", "alive", "healthy", "latency ms", "running", "waiting", "tok/s", "mem MiB", "GPU MiB"):
+    for col in ("replica", "node", "endpoint", "pid", "alive", "healthy", "latency ms", "running", "waiting", "tok/s", "mem MiB", "GPU MiB"):
         t.add_column(col)
     for s in statuses:
         t.add_row(
-            str(s.index), s.endpoint, str(s.pid),
+            str(s.index), s.node or "local", s.endpoint, str(s.pid),
             "[green]yes[/]" if s.alive else "[red]no[/]",
             "[green]yes[/]" if s.healthy else "[red]no[/]",
             _fmt(s.probe_latency_ms), _fmt(s.running), _fmt(s.waiting), _fmt(s.tokens_per_s), _fmt(s.memory_mib), _fmt(s.gpu_memory_mib),

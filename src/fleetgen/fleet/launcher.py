@@ -248,22 +248,27 @@ async def up(config: FleetConfig, *, on_progress: ProgressCallback | None = None
         configs = await asyncio.gather(
             *(wait_ready(engine, r, p, config, specs[0].api_key, on_progress) for r, p in started)
         )
-        hard, soft = probe.compare_configs(list(configs), SOFT_CONFIG_FIELDS)
-        if hard:
-            raise ConfigMismatchError(
-                "replicas report different configurations: " + "; ".join(hard),
-                hint="every replica must run the same model and flags; check the logs and --engine-args",
-            )
-        for r, c in zip(replicas, configs):
-            r.effective_config = c
-        for line in soft:
-            print(f"note: replicas differ in {line}", file=sys.stderr)
+        record_configs(replicas, list(configs))
         write_state(state_dir, state)
         return state
     except BaseException:
         stop_processes([(r.pid, r.create_time) for r in replicas], grace_s=min(config.stop_grace_s, 10))
         clear_state(state_dir)
         raise
+
+
+def record_configs(replicas: list[ReplicaState], configs: list[dict[str, object]]) -> None:
+    """Refuse replicas that report different configurations; store each one's on its state."""
+    hard, soft = probe.compare_configs(configs, SOFT_CONFIG_FIELDS)
+    if hard:
+        raise ConfigMismatchError(
+            "replicas report different configurations: " + "; ".join(hard),
+            hint="every replica must run the same model and flags; check the logs and --engine-args",
+        )
+    for r, c in zip(replicas, configs):
+        r.effective_config = c
+    for line in soft:
+        print(f"note: replicas differ in {line}", file=sys.stderr)
 
 
 async def restart_replica(

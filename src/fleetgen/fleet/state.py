@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -25,7 +26,9 @@ class ReplicaState(BaseModel):
     cpus: list[int] = Field(default_factory=list)
     log_path: str
     command: list[str]
-    node: str | None = None
+    node: str | None = Field(None, description="The node the replica runs on (its IP on a Ray cluster).")
+    node_id: str | None = Field(None, description="Ray's id of that node (Ray fleets).")
+    actor: str | None = Field(None, description="Name of the Ray actor that owns the server (Ray fleets).")
     effective_config: dict[str, object] = Field(default_factory=dict)
 
 
@@ -38,6 +41,9 @@ class FleetState(BaseModel):
     python: str | None = Field(None, description="Interpreter that runs the engine; restarts reuse it.")
     config: dict[str, object] = Field(default_factory=dict, description="The FleetConfig, API key excluded.")
     replicas: list[ReplicaState] = Field(default_factory=list)
+    backend: Literal["local", "ray"] = Field("local", description="Where replicas run: processes here, or Ray actors.")
+    ray_address: str | None = Field(None, description="The Ray cluster's GCS address (Ray fleets).")
+    fleet_id: str | None = Field(None, description="Prefix of this fleet's Ray actor and placement group names.")
 
     @property
     def endpoints(self) -> list[str]:

@@ -10,8 +10,9 @@ import aiohttp
 import psutil
 
 from fleetgen.fleet import probe
+from fleetgen.fleet.backend import backend_for
 from fleetgen.fleet.engines import get_engine
-from fleetgen.fleet.process import is_alive, process_tree
+from fleetgen.fleet.process import process_tree
 from fleetgen.fleet.state import FleetState, ReplicaState, read_state
 
 
@@ -32,6 +33,7 @@ class ReplicaStatus:
     memory_mib: float | None
     gpus: list[int]
     log_path: str
+    node: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -41,10 +43,11 @@ async def fleet_status(state_dir: Path, *, api_key: str | None = None, sample_s:
     """Read the state and check every replica; throughput is measured over `sample_s` seconds."""
     state = read_state(state_dir)
     engine = get_engine(state.engine)
+    backend = backend_for(state)
     async with aiohttp.ClientSession(headers=probe.auth_headers(api_key)) as session:
 
         async def one(r: ReplicaState) -> ReplicaStatus:
-            alive = is_alive(r.pid, r.create_time)
+            alive = await asyncio.to_thread(backend.alive, r)
             code, latency = await probe.health(session, r.endpoint, engine)
             before = await probe.metrics(session, r.endpoint, engine) if code == 200 else None
             rate = None
@@ -54,6 +57,7 @@ async def fleet_status(state_dir: Path, *, api_key: str | None = None, sample_s:
                 after = await probe.metrics(session, r.endpoint, engine) or before
                 if after.generation_tokens_total is not None:
                     rate = (after.generation_tokens_total - before.generation_tokens_total) / sample_s
+            usage = await asyncio.to_thread(backend.usage, r) if alive else (None, None)
             return ReplicaStatus(
                 index=r.index,
                 endpoint=r.endpoint,
@@ -66,10 +70,11 @@ async def fleet_status(state_dir: Path, *, api_key: str | None = None, sample_s:
                 waiting=after.waiting if after else None,
                 generation_tokens_total=after.generation_tokens_total if after else None,
                 tokens_per_s=rate,
-                gpu_memory_mib=gpu_memory_of(r) if alive and r.gpus else None,
-                memory_mib=memory_of(r) if alive else None,
+                gpu_memory_mib=usage[1],
+                memory_mib=usage[0],
                 gpus=r.gpus,
                 log_path=r.log_path,
+                node=r.node,
             )
 
         statuses = await asyncio.gather(*(one(r) for r in state.replicas))

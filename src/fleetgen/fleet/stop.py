@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fleetgen.errors import FleetError
-from fleetgen.fleet.process import stop_processes
+from fleetgen.fleet.backend import backend_for
 from fleetgen.fleet.state import clear_state, read_state
 
 
@@ -15,6 +15,6 @@ def down(state_dir: Path, *, grace_s: float = 20.0) -> int:
         state = read_state(state_dir)
     except FleetError:
         return 0
-    stopped = stop_processes([(r.pid, r.create_time) for r in state.replicas], grace_s=grace_s)
+    stopped = backend_for(state).stop(state, grace_s)
     clear_state(state_dir)
-    return len(stopped)
+    return stopped

@@ -13,8 +13,7 @@ import aiohttp
 from fleetgen.errors import FleetgenError
 from fleetgen.fleet import probe
 from fleetgen.fleet.engines import get_engine
-from fleetgen.fleet.launcher import restart_replica
-from fleetgen.fleet.process import is_alive
+from fleetgen.fleet.backend import Backend, backend_for
 from fleetgen.fleet.state import ReplicaState, read_state
 
 
@@ -64,6 +63,14 @@ class Supervisor:
         self._watch: dict[int, _Watch] = {}
         self._task: asyncio.Task | None = None
         self._restarts: set[asyncio.Task] = set()
+        self._backend: Backend | None = None
+
+    @property
+    def backend(self) -> Backend:
+        """Local processes or Ray actors: who answers "alive?" and who restarts."""
+        if self._backend is None:
+            self._backend = backend_for(read_state(self.state_dir))
+        return self._backend
 
     @property
     def restarts(self) -> dict[int, int]:
@@ -97,8 +104,8 @@ class Supervisor:
         if watch.busy:
             return
         now = self.clock()
-        if not is_alive(replica.pid, replica.create_time):
-            return self._restart(replica.index, watch, "dead", f"pid {replica.pid} is gone")
+        if not await asyncio.to_thread(self.backend.alive, replica):
+            return self._restart(replica.index, watch, "dead", f"pid {replica.pid} is gone" + (f" (node {replica.node})" if replica.node else ""))
         code, _ = await probe.health(session, replica.endpoint, engine, timeout=10)
         if code != 200:
             watch.unhealthy_since = watch.unhealthy_since or now
@@ -130,7 +137,7 @@ class Supervisor:
         await asyncio.sleep(self.backoff_s * (2**watch.restarts))
         watch.restarts += 1
         try:
-            replica = await restart_replica(self.state_dir, index, api_key=self.api_key)
+            replica = await self.backend.restart(self.state_dir, index, api_key=self.api_key)
             self._emit(SupervisorEvent(index, "restarted", f"pid {replica.pid}"))
         except FleetgenError as e:
             self._emit(SupervisorEvent(index, "restart_failed", e.message))
