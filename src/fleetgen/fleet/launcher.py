@@ -108,7 +108,9 @@ def engine_cache_dir(engine: str, index: int) -> Path:
 
 
 def check_port_free(host: str, port: int) -> None:
+    """Free as the server sees it: SO_REUSEADDR, so a just-killed replica's TIME_WAIT sockets do not count."""
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError as e:
