@@ -23,6 +23,10 @@ class InputError(FleetgenError):
     """An input file (prompts, dataset) cannot be read as a whole."""
 
 
+class OutputError(FleetgenError):
+    """The output directory cannot be written (disk full, read-only, deleted); what is recorded stays valid."""
+
+
 class ModelError(FleetgenError):
     """A model name or path cannot be resolved or prepared."""
 

@@ -7,6 +7,7 @@ counting lines.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from fleetgen.errors import InputError, ResumeMismatchError
+from fleetgen.errors import InputError, OutputError, ResumeMismatchError
 
 RESULTS = "results.jsonl"
 ERRORS = "errors.jsonl"
@@ -183,13 +184,41 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
+    """Write to a temporary file, fsync, rename: readers see the old file or the new one; OSError becomes OutputError."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    try:
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # a half-written temporary file must not stay behind
+            raise
+        _fsync_dir(path.parent)
+    except OSError as e:
+        raise output_error(path, e) from None
+
+
+_WHAT_TO_DO = {
+    errno.ENOSPC: "free space on that disk, then run the same command again to resume",
+    errno.EDQUOT: "free space within your quota, then run the same command again to resume",
+    errno.EROFS: "make the directory writable (or pass another --output), then run the same command again to resume",
+    errno.EACCES: "make the directory writable (or pass another --output), then run the same command again to resume",
+    errno.EPERM: "make the directory writable (or pass another --output), then run the same command again to resume",
+    errno.ENOENT: "the output directory was removed: restore it, or run again to start it anew",
+}
+
+
+def output_error(path: Path, e: OSError) -> OutputError:
+    """An OSError on the output directory, with the file, the cause and what to do."""
+    cause = e.strerror or str(e)
+    name = errno.errorcode.get(e.errno or 0, "")
+    return OutputError(
+        f"cannot write {path}: {cause}{f' ({name})' if name else ''}; every line written before is complete",
+        hint=_WHAT_TO_DO.get(e.errno or 0, "fix the output directory, then run the same command again to resume"),
+    )
 
 
 def _fsync_dir(d: Path) -> None:
@@ -201,12 +230,27 @@ def _fsync_dir(d: Path) -> None:
 
 
 class Journal:
-    """Append-only results and errors files of one output directory; only the writer task calls commit."""
+    """Append-only results and errors files of one output directory; only the writer task calls commit.
+
+    Writes go straight to the file descriptors (no userspace buffer that a later flush could
+    half-write). A batch that fails part way (disk full, read-only, I/O error) is cut back to
+    where it started, so the file still ends with a complete line, and OutputError says why.
+    """
+
+    # The OS-call boundary, a seam for fault tests (ENOSPC, EIO) that leaves the journal logic real.
+    _write = staticmethod(os.write)
+    _fsync = staticmethod(os.fsync)
 
     def __init__(self, outdir: Path) -> None:
         self.outdir = Path(outdir)
-        self._results = open(self.outdir / RESULTS, "ab")
-        self._errors = open(self.outdir / ERRORS, "ab")
+        self._paths = (self.outdir / RESULTS, self.outdir / ERRORS)
+        self._fds: list[int] = []
+        try:
+            for path in self._paths:
+                self._fds.append(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666))
+        except OSError as e:
+            self.close()
+            raise output_error(path, e) from None
 
     @classmethod
     def open(cls, outdir: Path, *, retry_errors: bool) -> tuple[Journal, DoneSet]:
@@ -217,27 +261,56 @@ class Journal:
         except OSError as e:
             raise InputError(f"cannot create output directory {outdir}: {e.strerror}") from None
         for name in (RESULTS, ERRORS):
-            cut = repair(outdir / name)
+            try:
+                cut = repair(outdir / name)
+            except OSError as e:
+                raise output_error(outdir / name, e) from None
             if cut:
                 print(f"note: repaired {name}: cut {cut} bytes of a torn last line", flush=True)
         if retry_errors:
-            archive_errors(outdir)
+            try:
+                archive_errors(outdir)
+            except OSError as e:
+                raise output_error(outdir / ERRORS, e) from None
         done = load_done(outdir)
         journal = cls(outdir)
         _fsync_dir(outdir)
         return journal, done
 
     def commit(self, results: list[bytes], errors: list[bytes]) -> None:
-        """Write each batch in one write(), then flush and fsync: a line is either all there or cut."""
-        for f, lines in ((self._results, results), (self._errors, errors)):
+        """Append each batch, then fsync: every line is either all there or not there at all."""
+        for fd, path, lines in zip(self._fds, self._paths, (results, errors)):
             if lines:
-                f.write(b"".join(lines))
-                f.flush()
-                os.fsync(f.fileno())
+                self._append(fd, path, b"".join(lines))
+
+    def _append(self, fd: int, path: Path, data: bytes) -> None:
+        try:
+            if os.fstat(fd).st_nlink == 0:
+                # Writes to a deleted file succeed and vanish: stop instead of losing the run's work.
+                raise OutputError(
+                    f"{path} was deleted during the run (or its directory was)",
+                    hint="run the same command again: samples written since are not counted as done and are redone",
+                )
+            start = os.lseek(fd, 0, os.SEEK_END)
+        except OSError as e:
+            raise output_error(path, e) from None
+        view = memoryview(data)
+        try:
+            while view:
+                n = self._write(fd, view)
+                view = view[n:]
+            self._fsync(fd)
+        except OSError as e:
+            try:
+                os.ftruncate(fd, start)  # no torn line: the batch is all in or all out
+                os.fsync(fd)
+            except OSError:
+                pass  # a resume cuts the torn tail (repair) if even this fails
+            raise output_error(path, e) from None
 
     def close(self) -> None:
-        self._results.close()
-        self._errors.close()
+        while self._fds:
+            os.close(self._fds.pop())
 
 
 def dumps_line(record: dict[str, Any]) -> bytes:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import orjson
 
-from fleetgen.errors import ConfigError, NoReplicaError
+from fleetgen.errors import ConfigError, NoReplicaError, OutputError
 from fleetgen.fleet.state import read_state
 from fleetgen.generate import client
 from fleetgen.generate.config import GenerateConfig
@@ -135,7 +135,10 @@ async def _run(config: GenerateConfig, stop: _Stop, on_progress: Callable[[Stats
         finally:
             journal.close()
             stats.finished = clock()
-            write_atomic(outdir / STATS, orjson.dumps(stats.to_dict(), option=orjson.OPT_INDENT_2))
+            try:
+                write_atomic(outdir / STATS, orjson.dumps(stats.to_dict(), option=orjson.OPT_INDENT_2))
+            except OutputError as e:  # must not hide the run's own outcome; results are already safe
+                print(f"note: stats.json not saved: {e.message}", file=sys.stderr)
             for note in session.notes[:1]:
                 print(f"note: {note}", file=sys.stderr)
     return stats

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from fleetgen.errors import OutputError
 from fleetgen.generate.journal import DoneSet, Journal
 from fleetgen.generate.outcomes import Batch, Outcome, record
 from fleetgen.generate.stats import Stats
@@ -31,9 +32,15 @@ class Writer:
         self.commit_interval_s = commit_interval_s
         self.on_commit = on_commit
         self._queue: asyncio.Queue[object] = asyncio.Queue(maxsize=queue_size)
+        self.error: OutputError | None = None
 
     async def put(self, outcome: Outcome) -> None:
-        """Waits when the writer is behind: backpressure instead of unbounded memory."""
+        """Waits when the writer is behind: backpressure instead of unbounded memory.
+
+        Raises the writer's OutputError once the output directory failed: the run must stop.
+        """
+        if self.error is not None:
+            raise self.error
         await self._queue.put(outcome)
 
     async def close(self) -> None:
@@ -49,14 +56,22 @@ class Writer:
             for item in items:
                 if item is _CLOSE:
                     closing = True
-                else:
+                elif self.error is None:  # after a failed commit, nothing more is recorded or counted
                     record(item, batch, self.done, self.stats)  # type: ignore[arg-type]
-            if batch:
+            if batch and self.error is None:
                 # fsync may take milliseconds; outcomes that arrive meanwhile join the next batch.
-                await asyncio.to_thread(self.journal.commit, batch.results, batch.errors)
+                try:
+                    await asyncio.to_thread(self.journal.commit, batch.results, batch.errors)
+                except OutputError as e:
+                    # Nothing of this batch is on disk (the journal cut it back); a resume redoes it.
+                    # Keep draining the queue so no producer blocks; `put` now raises.
+                    self.error = e
+                    self.stats.stopped_reason = e.message
             if self.on_commit:
                 self.on_commit(self.stats)
             if closing:
+                if self.error is not None:
+                    raise self.error
                 return
             if self.commit_interval_s:
                 await asyncio.sleep(self.commit_interval_s)
