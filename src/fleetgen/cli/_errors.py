@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import sys
 
 from rich.console import Console
@@ -21,11 +22,31 @@ def report_error(e: FleetgenError) -> int:
     return 2
 
 
+_OS_HINTS = {
+    errno.ENOENT: "check the path named above",
+    errno.ENOSPC: "free space on that disk, then run the same command again (runs resume)",
+    errno.EROFS: "choose a writable location, or make this one writable",
+    errno.EACCES: "check the permissions of the path named above",
+    errno.EISDIR: "give a file path, not a directory",
+    errno.ENOTDIR: "a part of the path is a file, not a directory: fix the path",
+}
+
+
+def report_os_error(e: OSError) -> int:
+    """A file-system error that escaped translation still gets one line naming the path, and a hint."""
+    where = f": {e.filename}" if e.filename else ""
+    return report_error(
+        FleetgenError(f"{e.strerror or e}{where}", hint=_OS_HINTS.get(e.errno or 0, "check the path named above"))
+    )
+
+
 def run_guarded(fn) -> None:
     try:
         fn()
     except FleetgenError as e:
         sys.exit(report_error(e))
+    except OSError as e:
+        sys.exit(report_os_error(e))
     except KeyboardInterrupt:
         _err.print("interrupted")
         sys.exit(130)
