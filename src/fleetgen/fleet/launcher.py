@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import os
 import socket
 import subprocess
@@ -210,12 +211,35 @@ def start_replica(
     return replica, proc
 
 
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 and localhost; names are not resolved (a name may point anywhere)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def exposure_warning(config: FleetConfig) -> str | None:
+    """The warning `up` prints when servers would listen beyond this machine with no API key."""
+    if is_loopback(config.host) or api_key_of(config):
+        return None
+    return (
+        f"warning: binding to {config.host} without an API key: anyone who reaches it can use it "
+        "(set --api-key or FLEETGEN_API_KEY, or bind to 127.0.0.1)"
+    )
+
+
 async def up(config: FleetConfig, *, on_progress: ProgressCallback | None = None, python: str | None = None) -> FleetState:
     """Start the fleet and return its state once every replica generated and configs agree."""
     if config.ray is not None:
         from fleetgen.fleet.ray_backend import up_ray
 
         return await up_ray(config, on_progress=on_progress, python=python)
+    warning = exposure_warning(config)
+    if warning:
+        print(warning, file=sys.stderr)
     state_dir = ensure_state_dir(config.state_dir)
     _refuse_running_fleet(state_dir)
     engine = get_engine(config.engine)
@@ -223,12 +247,6 @@ async def up(config: FleetConfig, *, on_progress: ProgressCallback | None = None
     specs = plan_replicas(config, model_path)
     for spec in specs:
         check_port_free(spec.host, spec.port)
-    if config.host not in ("127.0.0.1", "localhost", "::1") and not api_key_of(config):
-        print(
-            f"warning: binding to {config.host} without an API key: anyone who reaches it can use it "
-            "(set --api-key or FLEETGEN_API_KEY)",
-            file=sys.stderr,
-        )
     python = python or config.python or sys.executable
     extra_env = preflight(config, specs, python)
     engine.validate_commands([engine.command(spec, python) for spec in specs], python)
