@@ -92,6 +92,7 @@ class Dispatcher:
         self._rr = 0
         self._latencies: deque[float] = deque(maxlen=256)
         self._tail = asyncio.get_running_loop().create_future()
+        self._tail_gates: set[Callable[[], None]] = set()  # requests waiting for the tail to consider hedging
         self._all_down_since: float | None = None
         self._dead: str | None = None
 
@@ -104,6 +105,8 @@ class Dispatcher:
         """The input is exhausted: from now on stragglers may be hedged."""
         if not self._tail.done():
             self._tail.set_result(None)
+            for open_gate in list(self._tail_gates):
+                open_gate()
 
     def forget(self, key: str) -> None:
         """The prompt behind `key` is finished: drop its affinity pin."""
@@ -253,14 +256,26 @@ class Dispatcher:
     async def _run_once(self, key: str | None, fn: Callable[[Replica], Awaitable[T]]) -> tuple[T, Replica]:
         r = await self.acquire(key)
         started = self.clock()
+        if not self.policy.hedge:
+            # No twin can join: await the request itself, with no extra task or wait per request.
+            try:
+                result = await fn(r)
+            except BaseException as exc:
+                self._release_after(r, exc)
+                raise
+            self.release(r, ok=True)
+            self._latencies.append(self.clock() - started)
+            return result, r
         first = asyncio.ensure_future(fn(r))
         running: dict[asyncio.Future, Replica] = {first: r}
         try:
-            if self.policy.hedge:
-                await self._wait_or_hedge(first, r, started, fn, running)
+            await self._wait_or_hedge(first, r, started, fn, running)
             last_error: BaseException | None = None
             while running:
-                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                if len(running) == 1 and first in running and first.done():
+                    done = {first}  # the common case: the request answered before any hedge
+                else:
+                    done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
                 for fut in done:
                     rep = running.pop(fut)
                     exc = fut.exception()
@@ -268,12 +283,7 @@ class Dispatcher:
                         self.release(rep, ok=True)
                         self._latencies.append(self.clock() - started)
                         return fut.result(), rep
-                    if isinstance(exc, TransientError):
-                        self.release(rep, failure=exc)
-                    elif isinstance(exc, Rejected):
-                        self.release(rep, rejected=True)
-                    else:
-                        self.release(rep)
+                    self._release_after(rep, exc)
                     last_error = exc
             assert last_error is not None
             raise last_error
@@ -283,6 +293,31 @@ class Dispatcher:
                 self.release(rep)
             if running:
                 await asyncio.gather(*running, return_exceptions=True)
+
+    def _release_after(self, r: Replica, exc: BaseException) -> None:
+        """Return a slot after a request raised: a transient failure, a rejection, or anything else."""
+        if isinstance(exc, TransientError):
+            self.release(r, failure=exc)
+        elif isinstance(exc, Rejected):
+            self.release(r, rejected=True)
+        else:
+            self.release(r)
+
+    async def _until_done_or_tail(self, first: asyncio.Future) -> None:
+        """Wait for `first` or the tail, in O(1): one gate per request instead of a callback on the tail future."""
+        gate = asyncio.get_running_loop().create_future()
+
+        def open_gate(_: object = None) -> None:
+            if not gate.done():
+                gate.set_result(None)
+
+        first.add_done_callback(open_gate)
+        self._tail_gates.add(open_gate)
+        try:
+            await gate
+        finally:
+            self._tail_gates.discard(open_gate)
+            first.remove_done_callback(open_gate)
 
     async def _wait_or_hedge(
         self,
@@ -294,7 +329,7 @@ class Dispatcher:
     ) -> None:
         """In the tail, a request slower than the hedge threshold gets a twin on an idle replica."""
         if not self._tail.done():
-            await asyncio.wait({first, self._tail}, return_when=asyncio.FIRST_COMPLETED)
+            await self._until_done_or_tail(first)
             if first.done():
                 return
         threshold = self.policy.hedge_after_s

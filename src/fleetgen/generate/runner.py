@@ -9,6 +9,7 @@ import signal
 import sys
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ from fleetgen.generate.writer import Writer
 DEFAULT_WINDOW = 64
 # Requests queued on each server beyond what it runs at once, so a finished slot never waits on us.
 WINDOW_QUEUE = 8
+WRITER_QUEUE_MIN = 1024
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,9 @@ async def _run(config: GenerateConfig, stop: _Stop, on_progress: Callable[[Stats
         journal, done = Journal.open(outdir, retry_errors=config.retry_errors)
         session = Session(config, dispatcher, http, model, config.context_length or context_length)
         writer = Writer(
-            journal, done, stats, queue_size=4 * dispatcher.capacity,
+            # Room for what completes during one commit interval even at low concurrency, so the
+            # loop only waits on the writer when the disk is truly behind.
+            journal, done, stats, queue_size=max(4 * dispatcher.capacity, WRITER_QUEUE_MIN),
             commit_interval_s=config.commit_interval_s, on_commit=on_progress,
         )
         loop = _Loop(session, writer, done, stats, stop)
@@ -211,6 +215,17 @@ class _Loop:
         work = self._work()
         capacity = self.dispatcher.capacity
         pending: set[asyncio.Task[Outcome]] = set()
+        # Tasks report themselves done through a callback: O(1) per completion, where asyncio.wait
+        # over every pending task would add and remove `capacity` callbacks on each wake-up.
+        finished: deque[asyncio.Task[Outcome]] = deque()
+        wake = asyncio.Event()
+
+        def on_done(task: asyncio.Future) -> None:
+            finished.append(task)  # type: ignore[arg-type]
+            wake.set()
+
+        self._stop.add_done_callback(on_done)
+        self._hard_stop.add_done_callback(on_done)
         exhausted = False
         deadline: float | None = None
         while True:
@@ -222,9 +237,12 @@ class _Loop:
                 elif isinstance(item, Failed):
                     await self.writer.put(item)
                 else:
-                    pending.add(asyncio.create_task(self._sample(*item)))
+                    task = asyncio.create_task(self._sample(*item))
+                    task.add_done_callback(on_done)
+                    pending.add(task)
             if not pending:
                 return
+            give_up = False
             if self._stop.done():
                 if deadline is None:
                     deadline = time.monotonic() + self.config.stop_grace_s
@@ -235,15 +253,21 @@ class _Loop:
                         "(again to abandon them)",
                         file=sys.stderr,
                     )
-                timeout = max(0.0, deadline - time.monotonic())
-                done, _ = await asyncio.wait(pending | {self._hard_stop}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-                give_up = not done or self._hard_stop.done()
-            else:
-                done, _ = await asyncio.wait(pending | {self._stop}, return_when=asyncio.FIRST_COMPLETED)
-                give_up = False
-            for task in done:
+                if not any(t in pending for t in finished) and not self._hard_stop.done():
+                    wake.clear()
+                    try:
+                        async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                            await wake.wait()
+                    except TimeoutError:
+                        pass
+                give_up = self._hard_stop.done() or not any(t in pending for t in finished)
+            elif not finished:
+                wake.clear()
+                await wake.wait()
+            while finished:
+                task = finished.popleft()
                 if task not in pending:
-                    continue
+                    continue  # a stop future, or a task already handled
                 pending.discard(task)
                 exc = task.exception()
                 if isinstance(exc, NoReplicaError):

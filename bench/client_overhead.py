@@ -1,0 +1,205 @@
+"""The client's ceiling and overhead: `generate` vs a bare aiohttp loop against the NULL SERVER.
+
+Both clients run pinned to one core (taskset -c CLIENT_CORE), the null server (bench/null_server.py:
+answers every chat completion instantly; not an engine) in its own process on the other core. Each
+arm is a fresh child process that sends the same requests (same body, same endpoints, same number
+in flight) and reports requests/s, latency and its CPU time; arms alternate, `--repeats` times.
+
+- throughput mode: R replicas (ports) x W in flight each, the seed job's 8 x 64 by default;
+- cycle mode: 1 replica x 1 in flight; the null server timestamps each arrival, so the gap between
+  consecutive arrivals is one full client cycle, measured the same way for both clients.
+
+fleetgen's overhead per request = its CPU time per request minus the bare loop's; what that costs on
+a real engine is that overhead over the request's duration there (see BENCHMARKS.md).
+
+Usage: .venv/bin/python bench/client_overhead.py [--rows 20000] [--repeats 3] [--out bench/results/client_overhead.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import resource
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_TOKENS = 16
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str) -> bytes:
+    return urllib.request.urlopen(url, timeout=5).read()
+
+
+def _prompts(path: Path, n: int) -> None:
+    with open(path, "wb") as f:
+        for i in range(n):
+            f.write(orjson.dumps({"id": f"p{i}", "messages": [{"role": "user", "content": f"Name one color. ({i})"}]}) + b"\n")
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+
+# --- the two clients (each runs in a child process) ---------------------------------------------
+
+
+async def _bare(prompts: Path, endpoints: list[str], window: int) -> dict:
+    """The plain saturating client: the same bodies, `window` in flight per endpoint, nothing else."""
+    import aiohttp
+
+    rows = [orjson.loads(line) for line in open(prompts, "rb")]
+    latencies: list[float] = []
+    connector = aiohttp.TCPConnector(limit=len(endpoints) * window + 16, limit_per_host=0, keepalive_timeout=60)
+    it = iter(rows)
+
+    async def worker(session: aiohttp.ClientSession, endpoint: str) -> None:
+        for row in it:
+            body = {"model": "null", "messages": row["messages"], "max_tokens": MAX_TOKENS, "temperature": 0.7, "top_p": 1.0}
+            t0 = time.monotonic()
+            async with session.post(endpoint + "/v1/chat/completions", data=orjson.dumps(body),
+                                    headers={"Content-Type": "application/json"}) as r:
+                payload = orjson.loads(await r.read())
+            assert payload["choices"][0]["message"]["content"]
+            latencies.append(time.monotonic() - t0)
+
+    async with aiohttp.ClientSession(connector=connector) as session:
+        t0 = time.monotonic()
+        await asyncio.gather(*(worker(session, e) for e in endpoints for _ in range(window)))
+        wall = time.monotonic() - t0
+    return {"completed": len(latencies), "wall_s": wall, "latencies": latencies}
+
+
+def _fleetgen(prompts: Path, endpoints: list[str], window: int) -> dict:
+    from fleetgen.generate import GenerateConfig, generate
+
+    with tempfile.TemporaryDirectory() as d:
+        cfg = GenerateConfig(prompts=prompts, output_dir=Path(d), endpoints=endpoints, model="null", max_tokens=MAX_TOKENS,
+                             concurrency=window, hedge=False)
+        t0 = time.monotonic()
+        stats = generate(cfg, handle_signals=False)
+        wall = time.monotonic() - t0
+        latencies = [orjson.loads(line)["timing"]["latency_s"] for line in open(Path(d) / "results.jsonl", "rb")]
+    return {"completed": stats.ok, "wall_s": wall, "latencies": latencies}
+
+
+def child(arm: str, prompts: Path, endpoints: list[str], window: int) -> None:
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    out = asyncio.run(_bare(prompts, endpoints, window)) if arm == "bare" else _fleetgen(prompts, endpoints, window)
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    lat = out.pop("latencies")
+    out["cpu_s"] = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    out["p50_ms"], out["p99_ms"] = 1000 * _pct(lat, 0.5), 1000 * _pct(lat, 0.99)
+    out["peak_rss_mib"] = r1.ru_maxrss / 1024
+    print(json.dumps(out))
+
+
+# --- the parent: server, arms, table --------------------------------------------------------------
+
+
+def _run_arm(arm: str, prompts: Path, ports: list[int], window: int, core: int) -> dict:
+    endpoints = [f"http://127.0.0.1:{p}" for p in ports]
+    _get(f"http://127.0.0.1:{ports[0]}/_arrivals")  # clear
+    cmd = ["taskset", "-c", str(core), sys.executable, __file__, "--child", arm, "--prompts", str(prompts),
+           "--window", str(window), "--endpoints", *endpoints]
+    res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+    arrivals = orjson.loads(_get(f"http://127.0.0.1:{ports[0]}/_arrivals"))
+    gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
+    res["cycle_p50_us"], res["cycle_p99_us"] = 1e6 * _pct(gaps, 0.5), 1e6 * _pct(gaps, 0.99)
+    res["req_per_s"] = res["completed"] / res["wall_s"]
+    res["cpu_us_per_req"] = 1e6 * res["cpu_s"] / res["completed"]
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--child", choices=["bare", "fleetgen"])
+    ap.add_argument("--prompts", type=Path)
+    ap.add_argument("--endpoints", nargs="+")
+    ap.add_argument("--rows", type=int, default=20000)
+    ap.add_argument("--cycle-rows", type=int, default=3000)
+    ap.add_argument("--replicas", type=int, default=8)
+    ap.add_argument("--window", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--client-core", type=int, default=0)
+    ap.add_argument("--server-core", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=ROOT / "bench/results/client_overhead.json")
+    args = ap.parse_args()
+    if args.child:
+        return child(args.child, args.prompts, args.endpoints, args.window)
+
+    ports = [_free_port() for _ in range(args.replicas)]
+    server = subprocess.Popen(["taskset", "-c", str(args.server_core), sys.executable, str(ROOT / "bench/null_server.py"),
+                               "--ports", *map(str, ports)])
+    runs: dict[str, dict[str, list[dict]]] = {"throughput": {"bare": [], "fleetgen": []}, "cycle": {"bare": [], "fleetgen": []}}
+    try:
+        for _ in range(100):
+            try:
+                _get(f"http://127.0.0.1:{ports[-1]}/health")
+                break
+            except OSError:
+                time.sleep(0.1)
+        with tempfile.TemporaryDirectory() as d:
+            big, small = Path(d) / "big.jsonl", Path(d) / "small.jsonl"
+            _prompts(big, args.rows)
+            _prompts(small, args.cycle_rows)
+            for i in range(args.repeats):
+                order = ["bare", "fleetgen"] if i % 2 == 0 else ["fleetgen", "bare"]
+                for arm in order:
+                    runs["throughput"][arm].append(_run_arm(arm, big, ports, args.window, args.client_core))
+                    runs["cycle"][arm].append(_run_arm(arm, small, ports[:1], 1, args.client_core))
+                    print(f"repeat {i + 1} {arm}: {runs['throughput'][arm][-1]['req_per_s']:.0f} req/s, "
+                          f"cycle p50 {runs['cycle'][arm][-1]['cycle_p50_us']:.0f} us", file=sys.stderr)
+    finally:
+        server.kill()
+        server.wait()
+
+    med = {mode: {arm: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for arm, rs in arms.items()}
+           for mode, arms in runs.items()}
+    t, c = med["throughput"], med["cycle"]
+    b, f = t["bare"], t["fleetgen"]
+    print(f"\nclient pinned to core {args.client_core}, null server on core {args.server_core}; medians of {args.repeats}")
+    print(f"{'':34}{'bare aiohttp':>14}{'fleetgen':>12}{'fleetgen/bare':>15}")
+    for label, key, fmt in [
+        (f"req/s at {args.replicas}x{args.window} in flight", "req_per_s", "{:.0f}"),
+        ("CPU us per request", "cpu_us_per_req", "{:.0f}"),
+        ("latency p50 ms (at that load)", "p50_ms", "{:.1f}"),
+        ("latency p99 ms (at that load)", "p99_ms", "{:.1f}"),
+        ("peak RSS MiB", "peak_rss_mib", "{:.0f}"),
+    ]:
+        print(f"{label:34}{fmt.format(b[key]):>14}{fmt.format(f[key]):>12}{f[key] / b[key]:>15.2f}")
+    for label, key in [("cycle p50 us (1 in flight)", "cycle_p50_us"), ("cycle p99 us (1 in flight)", "cycle_p99_us")]:
+        cb, cf = c["bare"][key], c["fleetgen"][key]
+        print(f"{label:34}{cb:>14.0f}{cf:>12.0f}{cf / cb:>15.2f}")
+    added = f["cpu_us_per_req"] - b["cpu_us_per_req"]
+    print(f"fleetgen's added CPU per request: {added:.0f} us; added cycle at 1 in flight: "
+          f"p50 {c['fleetgen']['cycle_p50_us'] - c['bare']['cycle_p50_us']:.0f} us, "
+          f"p99 {c['fleetgen']['cycle_p99_us'] - c['bare']['cycle_p99_us']:.0f} us")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
+        "rows": args.rows, "cycle_rows": args.cycle_rows, "replicas": args.replicas, "window": args.window,
+        "repeats": args.repeats, "median": med, "runs": runs,
+    }, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
