@@ -1,0 +1,194 @@
+"""Journal and resume at scale, and prompt streaming with bounded memory.
+
+1. write: N result rows (realistic size) through the writer's path (outcomes.record + Journal.commit,
+   one write and one fsync per batch of `--batch`), rows/s;
+2. resume: a child process runs the real `generate()` on the finished directory against the NULL
+   SERVER (bench/null_server.py): fingerprint, torn-tail repair, done-set scan and the skip pass over
+   every prompt; wall time, the Journal.open share, and the child's peak RSS;
+3. stream: M prompt rows generated on the fly into /tmp (deleted afterwards); a child iterates the
+   runner's own work iterator (read, normalize, duplicate-id check, done-set check) over all of
+   them; rows/s and peak RSS.
+
+Usage: .venv/bin/python bench/journal_bench.py [--rows 1000000] [--stream-rows 10000000] [--out bench/results/journal_bench.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+ANSWER = ("Sure. Here is a careful, step by step answer that a 27B model might give. " * 20).strip()  # ~1.5 KB
+
+
+def _prompt(i: int) -> dict:
+    return {"id": f"row-{i:09d}", "messages": [{"role": "user", "content": f"Explain topic number {i} in two sentences."}],
+            "meta": {"source": "bench", "domain": "general"}}
+
+
+def write_prompts(path: Path, n: int) -> None:
+    with open(path, "wb", buffering=1 << 20) as f:
+        for start in range(0, n, 10000):
+            f.write(b"".join(orjson.dumps(_prompt(i)) + b"\n" for i in range(start, min(n, start + 10000))))
+
+
+def bench_write(outdir: Path, n: int, batch: int) -> dict:
+    from fleetgen.generate.journal import Journal
+    from fleetgen.generate.outcomes import Batch, Completed, record
+    from fleetgen.generate.stats import Stats
+
+    journal, done = Journal.open(outdir, retry_errors=False)
+    stats = Stats()
+    t0 = time.monotonic()
+    commits = 0
+    for start in range(0, n, batch):
+        b = Batch()
+        for i in range(start, min(n, start + batch)):
+            p = _prompt(i)
+            rec = {"messages": [*p["messages"], {"role": "assistant", "content": ANSWER}], "tools": None, "meta": p["meta"],
+                   "finish_reason": ["stop"], "truncated": False, "usage": {"prompt_tokens": 14, "completion_tokens": 330},
+                   "replica": "http://127.0.0.1:30000", "model": "null",
+                   "sampling": {"max_tokens": 2048, "temperature": 0.7, "top_p": 1.0, "seed": None},
+                   "timing": {"started_at": 1.7e9 + i, "latency_s": 21.5}}
+            record(Completed(p["id"], 0, rec, False, 14, 330), b, done, stats)
+        journal.commit(b.results, b.errors)
+        commits += 1
+    wall = time.monotonic() - t0
+    journal.close()
+    size = (outdir / "results.jsonl").stat().st_size
+    return {"rows": n, "wall_s": wall, "rows_per_s": n / wall, "commits": commits, "bytes": size, "bytes_per_row": size / n}
+
+
+def child_resume(prompts: Path, outdir: Path, endpoint: str) -> None:
+    import fleetgen.generate.journal as journal_mod
+    from fleetgen.generate import GenerateConfig, generate
+
+    timings: dict[str, float] = {}
+    real_open = journal_mod.Journal.open.__func__
+
+    def timed_open(cls, *a, **kw):
+        t = time.monotonic()
+        out = real_open(cls, *a, **kw)
+        timings["journal_open_s"] = time.monotonic() - t
+        return out
+
+    journal_mod.Journal.open = classmethod(timed_open)
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    cfg = GenerateConfig(prompts=prompts, output_dir=outdir, endpoints=[endpoint], model="null", max_tokens=2048)
+    t0 = time.monotonic()
+    stats = generate(cfg, handle_signals=False)
+    wall = time.monotonic() - t0
+    print(json.dumps({"wall_s": wall, **timings, "resumed": stats.resumed, "ok": stats.ok,
+                      "rss_before_mib": base / 1024, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+def child_stream(prompts: Path) -> None:
+    from fleetgen.generate.journal import DoneSet
+    from fleetgen.generate.runner import _Loop
+    from fleetgen.generate.stats import Stats
+
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+    class _Cfg:
+        samples = 1
+
+    loop = _Loop.__new__(_Loop)  # only the work iterator: no session, no writer
+    loop.config, loop.done, loop.stats, loop._remaining = _Cfg(), DoneSet(), Stats(), {}
+    loop.config.prompts = prompts
+    t0 = time.monotonic()
+    n = 0
+    for item, _sample in loop._work():
+        loop._remaining.pop(item.id, None)  # what a finished sample does
+        n += 1
+    wall = time.monotonic() - t0
+    print(json.dumps({"rows": n, "wall_s": wall, "rows_per_s": n / wall, "rss_before_mib": base / 1024,
+                      "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+def _record_identity(prompts: Path, outdir: Path) -> None:
+    """job.json as the runner writes it for this prompt file, model and sampling: the resume then matches."""
+    from fleetgen.generate import GenerateConfig
+    from fleetgen.generate.journal import check_identity
+    from fleetgen.generate.records import fingerprint
+
+    cfg = GenerateConfig(prompts=prompts, output_dir=outdir, endpoints=["http://127.0.0.1:1"], model="null", max_tokens=2048)
+    fp, rows = fingerprint(prompts)
+    outdir.mkdir(parents=True)
+    check_identity(outdir, {"prompts": {"sha256": fp, "rows": rows}, "model": "null", "sampling": cfg.sampling()}, force=False)
+
+
+def _child(*args: str) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", *args], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--child", choices=["resume", "stream"])
+    ap.add_argument("--prompts", type=Path)
+    ap.add_argument("--outdir", type=Path)
+    ap.add_argument("--endpoint")
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--batch", type=int, default=512)
+    ap.add_argument("--stream-rows", type=int, default=10_000_000)
+    ap.add_argument("--workdir", type=Path, default=Path("/tmp"))
+    ap.add_argument("--out", type=Path, default=ROOT / "bench/results/journal_bench.json")
+    args = ap.parse_args()
+    if args.child == "resume":
+        return child_resume(args.prompts, args.outdir, args.endpoint)
+    if args.child == "stream":
+        return child_stream(args.prompts)
+
+    report: dict = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"}
+    work = Path(tempfile.mkdtemp(prefix="fleetgen-journal-bench-", dir=args.workdir))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, str(ROOT / "bench/null_server.py"), "--ports", str(port)])
+    try:
+        if args.rows:
+            prompts, outdir = work / "prompts.jsonl", work / "out"
+            write_prompts(prompts, args.rows)
+            _record_identity(prompts, outdir)
+            report["write"] = bench_write(outdir, args.rows, args.batch)
+            w = report["write"]
+            print(f"write {w['rows']:,} rows: {w['wall_s']:.1f} s, {w['rows_per_s']:,.0f} rows/s, {w['commits']} fsynced commits, "
+                  f"{w['bytes_per_row']:.0f} B/row", flush=True)
+            report["resume"] = r = _child("resume", "--prompts", str(prompts), "--outdir", str(outdir),
+                                          "--endpoint", f"http://127.0.0.1:{port}")
+            assert r["resumed"] == args.rows and r["ok"] == 0, r
+            print(f"resume {args.rows:,} rows: {r['wall_s']:.2f} s (Journal.open {r['journal_open_s']:.2f} s), "
+                  f"peak RSS {r['peak_rss_mib']:.0f} MiB (interpreter + imports {r['rss_before_mib']:.0f})", flush=True)
+            shutil.rmtree(work / "out")
+            prompts.unlink()
+        if args.stream_rows:
+            prompts = work / "stream.jsonl"
+            t0 = time.monotonic()
+            write_prompts(prompts, args.stream_rows)
+            report["stream_file"] = {"rows": args.stream_rows, "bytes": prompts.stat().st_size, "write_s": time.monotonic() - t0}
+            report["stream"] = st = _child("stream", "--prompts", str(prompts))
+            print(f"stream {st['rows']:,} prompts ({report['stream_file']['bytes'] / 1e9:.2f} GB): {st['wall_s']:.0f} s, "
+                  f"{st['rows_per_s']:,.0f} rows/s, peak RSS {st['peak_rss_mib']:.0f} MiB", flush=True)
+    finally:
+        server.kill()
+        server.wait()
+        shutil.rmtree(work, ignore_errors=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
