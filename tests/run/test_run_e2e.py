@@ -114,12 +114,13 @@ def test_kill_run_mid_generate_then_resume_skips_finished_stages(tmp_path):
 
 
 def test_replica_killed_during_run_is_restarted_and_nothing_is_lost(tmp_path):
-    job = write_job(tmp_path, total=60, samples=2, max_tokens=64)
+    # Big enough that the survivor is still busy when the restarted replica is back (~1 min).
+    job = write_job(tmp_path, total=120, samples=2, max_tokens=96)
     work = tmp_path / "work"
     log = tmp_path / "run.log"
     proc = start_run(job, log=log)
     try:
-        wait_for(lambda: len(lines(work / "generate" / "results.jsonl")) >= 5, 900, proc, "5 results")
+        wait_for(lambda: len(lines(work / "generate" / "results.jsonl")) >= 1, 900, proc, "a first result")
         victim = read_state(work / "fleet").replicas[1]
         os.kill(victim.pid, signal.SIGKILL)
         assert proc.wait(1200) == 0, log.read_text()[-3000:]
