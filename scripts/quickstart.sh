@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The main job on the embedded default (vLLM CPU + SmolLM2), on a machine without a GPU.
-# Usage: bash scripts/quickstart.sh
+# The main job on the embedded default (vLLM CPU + SmolLM2), on a machine without a GPU:
+# set up, then mix -> up -> generate -> down -> export -> report from examples/quickstart.yaml.
+# Usage: bash scripts/quickstart.sh        (a second run resumes: finished stages are skipped)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-STATE=.fleetgen/quickstart
-trap '.venv/bin/fleetgen down --state "$STATE"' EXIT
-.venv/bin/fleetgen up --engine vllm --model smollm2 --replicas 2 --gpus none --enforce-eager --state "$STATE"
-.venv/bin/fleetgen status --state "$STATE"
+args=()
+[ -f runs/quickstart/stages.json ] && args+=(--resume)
+exec .venv/bin/fleetgen run examples/quickstart.yaml "${args[@]}"

