@@ -10,6 +10,7 @@ from fleetgen.cli import fleet as _fleet
 from fleetgen.cli import generate as _generate
 from fleetgen.cli import mix as _mix
 from fleetgen.cli import model as _model
+from fleetgen.cli import plan as _plan
 from fleetgen.cli import report as _report
 from fleetgen.cli import run as _run
 from fleetgen.cli._errors import run_guarded
@@ -30,6 +31,7 @@ _generate.register(app)
 _export.register(app)
 _report.register(app)
 _run.register(app)
+_plan.register(app)
 
 
 def main() -> None:
