@@ -101,17 +101,49 @@ def _key_of(line: bytes) -> tuple[str | None, int | None, dict[str, Any] | None]
     return rec.get("id"), rec.get("sample"), rec
 
 
+# The same key, for every line of a block at once (JSON strings hold no raw newline, so ^ is a line start).
+_BLOCK_KEY_RE = re.compile(rb'^\{"id":"((?:[^"\\\n]|\\.)*)","sample":(\d+)[,}]', re.M)
+_BLOCK = 1 << 24
+
+
+def _scan_results(path: Path, done: DoneSet) -> None:
+    """Keys of results.jsonl in blocks: one regex pass per block; a block with any other line goes line by line."""
+    samples = done._samples
+    added = 0
+    rest = b""
+    with open(path, "rb") as f:
+        while True:
+            chunk = f.read(_BLOCK)
+            data = rest + chunk
+            cut = data.rfind(b"\n") + 1 if chunk else len(data)
+            data, rest = data[:cut], data[cut:]
+            if data:
+                keys = _BLOCK_KEY_RE.findall(data)
+                if len(keys) == data.count(b"\n") and data.endswith(b"\n"):
+                    for raw, sample in keys:
+                        rid = orjson.loads(b'"' + raw + b'"') if b"\\" in raw else raw.decode()
+                        bit = 1 << int(sample)
+                        bits = samples.get(rid, 0)
+                        if not bits & bit:
+                            samples[rid] = bits | bit
+                            added += 1
+                else:
+                    for line in data.splitlines():
+                        if line.strip():
+                            rid, sample, _ = _key_of(line)
+                            if rid is not None and sample is not None and done.add(rid, sample):
+                                added += 1
+            if not chunk:
+                break
+    done.results += added
+
+
 def load_done(outdir: Path) -> DoneSet:
     """Read results and errors into a DoneSet: one streaming pass, the key read from each line's head."""
     done = DoneSet()
     results = outdir / RESULTS
     if results.exists():
-        with open(results, "rb") as f:
-            for line in f:
-                if line.strip():
-                    rid, sample, _ = _key_of(line)
-                    if rid is not None and sample is not None and done.add(rid, sample):
-                        done.results += 1
+        _scan_results(results, done)
     errors = outdir / ERRORS
     if errors.exists():
         with open(errors, "rb") as f:
