@@ -28,6 +28,8 @@ from fleetgen.generate.records import BadRow, PromptRecord, fingerprint, read_pr
 from fleetgen.generate.stats import Clock, Stats
 from fleetgen.generate.writer import Writer
 
+# What to do about a bad input row, appended to its reason in errors.jsonl.
+ROW_HINT = "fix or drop the row in the prompt file, then rerun with --retry-errors --force (the file changed)"
 DEFAULT_WINDOW = 64
 # Requests queued on each server beyond what it runs at once, so a finished slot never waits on us.
 WINDOW_QUEUE = 8
@@ -368,14 +370,17 @@ class _Loop:
         for item in read_prompts(self.config.prompts):
             if isinstance(item, BadRow):
                 if item.line not in self.done.bad_lines:
-                    yield Failed(item.id, None, f"line {item.line}: {item.reason}", "input", item.line)
+                    yield Failed(item.id, None, f"line {item.line}: {item.reason}; {ROW_HINT}", "input", item.line)
                 else:
                     self.stats.resumed += 1
                 continue
             seen = first_line.setdefault(item.id, item.line)
             if seen != item.line:
                 if item.line not in self.done.bad_lines:
-                    yield Failed(item.id, None, f"line {item.line}: duplicate id {item.id!r} (first on line {seen})", "input", item.line)
+                    yield Failed(
+                        item.id, None, f"line {item.line}: duplicate id {item.id!r} (first on line {seen}); {ROW_HINT}",
+                        "input", item.line,
+                    )
                 else:
                     self.stats.resumed += 1
                 continue
