@@ -40,11 +40,14 @@ def load_yaml(path: str | Path, model: type[T]) -> T:
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {p}", hint="check the path") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"{p}: not valid YAML: {e}") from None
+        raise ConfigError(f"{p}: not valid YAML: {e}", hint="fix the YAML syntax at the line and column named above") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{p}: expected a mapping at the top level, got {type(data).__name__}")
+        raise ConfigError(
+            f"{p}: expected a mapping at the top level, got {type(data).__name__}",
+            hint="write the config as `field: value` lines (see `--help` for the fields)",
+        )
     return validate(model, data, source=str(p))
 
 
