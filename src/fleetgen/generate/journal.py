@@ -101,40 +101,26 @@ def _key_of(line: bytes) -> tuple[str | None, int | None, dict[str, Any] | None]
     return rec.get("id"), rec.get("sample"), rec
 
 
-# The same key, for every line of a block at once (JSON strings hold no raw newline, so ^ is a line start).
-_BLOCK_KEY_RE = re.compile(rb'^\{"id":"((?:[^"\\\n]|\\.)*)","sample":(\d+)[,}]', re.M)
-_BLOCK = 1 << 24
-
-
 def _scan_results(path: Path, done: DoneSet) -> None:
-    """Keys of results.jsonl in blocks: one regex pass per block; a block with any other line goes line by line."""
+    """Keys of results.jsonl: the line's head by regex, the id decoded without a JSON parse unless escaped."""
     samples = done._samples
+    match = _KEY_RE.match
     added = 0
-    rest = b""
     with open(path, "rb") as f:
-        while True:
-            chunk = f.read(_BLOCK)
-            data = rest + chunk
-            cut = data.rfind(b"\n") + 1 if chunk else len(data)
-            data, rest = data[:cut], data[cut:]
-            if data:
-                keys = _BLOCK_KEY_RE.findall(data)
-                if len(keys) == data.count(b"\n") and data.endswith(b"\n"):
-                    for raw, sample in keys:
-                        rid = orjson.loads(b'"' + raw + b'"') if b"\\" in raw else raw.decode()
-                        bit = 1 << int(sample)
-                        bits = samples.get(rid, 0)
-                        if not bits & bit:
-                            samples[rid] = bits | bit
-                            added += 1
-                else:
-                    for line in data.splitlines():
-                        if line.strip():
-                            rid, sample, _ = _key_of(line)
-                            if rid is not None and sample is not None and done.add(rid, sample):
-                                added += 1
-            if not chunk:
-                break
+        for line in f:
+            m = match(line)
+            if m is not None and m.group(1) != b"null" and m.group(2) != b"null":
+                raw, sample = m.groups()
+                rid = orjson.loads(raw) if b"\\" in raw else raw[1:-1].decode()
+                bit = 1 << int(sample)
+                bits = samples.get(rid, 0)
+                if not bits & bit:
+                    samples[rid] = bits | bit
+                    added += 1
+            elif line.strip():
+                rid, sample, _ = _key_of(line)
+                if rid is not None and sample is not None and done.add(rid, sample):
+                    added += 1
     done.results += added
 
 
