@@ -107,6 +107,7 @@ def test_bad_row_corpus_each_gets_a_reason_with_line_and_what_to_do(tmp_path, re
     assert a.duplicated == 0 and a.corrupt == 0
     assert stats.input_errors == sum(1 for *_, e in BAD_ROWS if e == "error")
     assert again.ok == 0 and again.input_errors == 0  # recorded once, not again on resume
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     (RESULTS_DIR / "corpus_rows.json").write_text(json.dumps(corpus, indent=1))
     recorder.record(
         "bad_rows", fault=f"bad input rows ({len(BAD_ROWS)} kinds)",
@@ -192,5 +193,6 @@ def test_bad_configs_and_flags_each_name_the_place_and_what_to_do(tmp_path, stan
     rows.append({"case": "resume with other sampling", "args": "generate ... --temperature 0.1 (after 0.7)", "exit": code,
                  "text": text.replace(str(tmp_path), "$T")})
     assert code == 2 and "sampling.temperature was 0.7, now 0.1" in text and "--force" in text
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     (RESULTS_DIR / "corpus_configs.json").write_text(json.dumps(rows, indent=1))
     assert len(rows) >= 20
