@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from conftest import free_port_base  # noqa: E402
+from real_fleet import free_port_base  # noqa: E402
 
 from fleetgen.fleet import FleetConfig, down, read_state, up  # noqa: E402
 from fleetgen.fleet.launcher import engine_cache_dir  # noqa: E402

@@ -28,7 +28,7 @@ import aiohttp
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from conftest import free_port_base  # noqa: E402
+from real_fleet import free_port_base  # noqa: E402
 
 from fleetgen.fleet import read_state  # noqa: E402
 from fleetgen.fleet.engines.base import parse_prometheus  # noqa: E402

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import typer
-from conftest import FIXTURES, FakeMachine, h200_nvml
+from doctor_fakes import FIXTURES, FakeMachine, h200_nvml
 from typer.testing import CliRunner
 
 import fleetgen.doctor

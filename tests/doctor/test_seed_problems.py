@@ -6,7 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from conftest import FakeMachine, h200_nvml, nvcc_script
+from doctor_fakes import FakeMachine, h200_nvml, nvcc_script
 
 from fleetgen.doctor import Status, engine_args_for_replicas
 

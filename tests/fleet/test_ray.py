@@ -19,7 +19,7 @@ import aiohttp
 import orjson
 import psutil
 import pytest
-from conftest import engine_available, free_port_base
+from real_fleet import engine_available, free_port_base
 
 from fleetgen.fleet import FleetConfig, down, fleet_status, read_state, up
 from fleetgen.fleet.supervisor import Supervisor

@@ -205,7 +205,7 @@ def victim_and_survivor(cpu_fleet, tmp_path_factory):
     """
     import asyncio
 
-    from conftest import start_fleet
+    from real_fleet import start_fleet
 
     from fleetgen.fleet import down
     from fleetgen.fleet.launcher import restart_replica

