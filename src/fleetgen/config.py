@@ -32,8 +32,8 @@ def format_validation_error(err: ValidationError, source: str) -> str:
     return f"{source}: " + "; ".join(parts)
 
 
-def load_yaml(path: str | Path, model: type[T]) -> T:
-    """Read a YAML file into `model`; every problem is a ConfigError naming the file and field."""
+def read_yaml_mapping(path: str | Path) -> dict:
+    """The YAML file as a mapping, unvalidated; errors name the file."""
     p = Path(path)
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8"))
@@ -48,7 +48,12 @@ def load_yaml(path: str | Path, model: type[T]) -> T:
             f"{p}: expected a mapping at the top level, got {type(data).__name__}",
             hint="write the config as `field: value` lines (see `--help` for the fields)",
         )
-    return validate(model, data, source=str(p))
+    return data
+
+
+def load_yaml(path: str | Path, model: type[T]) -> T:
+    """Read a YAML file into `model`; every problem is a ConfigError naming the file and field."""
+    return validate(model, read_yaml_mapping(path), source=str(path))
 
 
 def validate(model: type[T], data: dict, *, source: str) -> T:

@@ -13,7 +13,9 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from fleetgen.cli._config import merge_flags
 from fleetgen.config import field_help as _h
+from fleetgen.config import validate
 from fleetgen.fleet import FleetConfig, ReplicaProgress, down, fleet_status, up
 from fleetgen.fleet.config import DEFAULT_STATE_DIR
 from fleetgen.fleet.engines import Phase
@@ -48,31 +50,21 @@ def cmd_up(
     config: Annotated[Optional[Path], typer.Option(help="YAML file with a fleet config; flags given override it.")] = None,
 ) -> None:
     """Start a data-parallel fleet and return once every replica is verified. Engine flags go after `--`."""
-    from fleetgen.config import load_yaml, validate
-
-    base = load_yaml(config, FleetConfig).model_dump() if config else {}
     flags = {
         "engine": engine, "model": model, "replicas": replicas, "gpus": gpus, "tp": tp, "host": host,
         "port_base": port_base, "max_running_requests": max_running_requests, "context_length": context_length,
         "enforce_eager": enforce_eager, "python": python, "doctor": doctor, "fix_dir": fix_dir,
-        "startup_timeout_s": startup_timeout, "state_dir": state, "api_key": api_key, "ray": ray,
+        "startup_timeout": startup_timeout, "state": state, "api_key": api_key, "ray": ray,
     }
-    for name, value in flags.items():
-        source = ctx.get_parameter_source(_param_name(name))
-        if not config or (source is not None and source.name not in ("DEFAULT",)):
-            base[name] = value
+    base = merge_flags(ctx, flags, config, {"startup_timeout": "startup_timeout_s", "state": "state_dir"})
     if ctx.args:
         base["engine_args"] = list(base.get("engine_args") or []) + list(ctx.args)
-    cfg = validate(FleetConfig, base, source="flags")
+    cfg = validate(FleetConfig, base, source=f"{config} and flags" if config else "flags")
     fleet = asyncio.run(_up_with_live_view(cfg))
     for r in fleet.replicas:
         where = f"  node {r.node}  actor {r.actor}" if r.actor else ""
         console.print(f"replica {r.index}: {r.endpoint}  pid {r.pid}{where}  log {r.log_path}")
     console.print(f"[green]fleet ready[/]: {len(fleet.replicas)} replica(s) of {fleet.served_model_name}; state in {cfg.state_dir}")
-
-
-def _param_name(field: str) -> str:
-    return {"startup_timeout_s": "startup_timeout", "state_dir": "state"}.get(field, field)
 
 
 async def _up_with_live_view(cfg: FleetConfig):

@@ -11,7 +11,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from fleetgen.cli._config import merge_flags
 from fleetgen.config import field_help as _h
+from fleetgen.config import validate
 from fleetgen.generate import GenerateConfig, Stats, generate
 
 console = Console(stderr=True)
@@ -50,9 +52,6 @@ def cmd_generate(
     ] = None,
 ) -> None:
     """Regenerate the assistant turns of every prompt across the fleet, exactly once per (prompt, sample)."""
-    from fleetgen.config import load_yaml, validate
-
-    base = load_yaml(config, GenerateConfig).model_dump(exclude_unset=True) if config else {}
     flags = {
         "prompts": prompts, "output": output, "fleet": fleet, "endpoint": endpoint or [], "model": model,
         "samples": samples, "max_tokens": max_tokens, "temperature": temperature, "top_p": top_p, "seed": seed,
@@ -60,12 +59,8 @@ def cmd_generate(
         "context_length": context_length, "dispatch": dispatch, "prefix_affinity": prefix_affinity,
         "hedge": hedge, "retry_errors": retry_errors, "force": force, "api_key": api_key,
     }
-    for name, value in flags.items():
-        source = ctx.get_parameter_source(name)
-        given = source is not None and source.name != "DEFAULT"
-        if given or _FIELD_OF.get(name, name) not in base:
-            base[_FIELD_OF.get(name, name)] = value
-    cfg = validate(GenerateConfig, base, source="flags")
+    base = merge_flags(ctx, flags, config, _FIELD_OF)
+    cfg = validate(GenerateConfig, base, source=f"{config} and flags" if config else "flags")
     stats = _run_with_progress(cfg)
     _print_summary(stats, cfg.output_dir)
     if stats.interrupted:
