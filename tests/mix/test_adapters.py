@@ -10,7 +10,7 @@ from fleetgen.errors import ConfigError
 from fleetgen.mix.adapters import ADAPTERS, BadRow, get_adapter
 from fleetgen.mix.build import make_record
 from fleetgen.mix.recipe import SourceSpec
-from fleetgen.mix.records import validate_prompt_record
+from fleetgen.records import validate_prompt_record
 from fleetgen.mix.sources import BadLine, RowSource
 
 

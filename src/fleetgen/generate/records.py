@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from fleetgen.errors import InputError
+from fleetgen.records import PromptRecord
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 # ShareGPT speaker names and the OpenAI roles they mean.
@@ -27,22 +28,6 @@ SHAREGPT_ROLES = {
     "function_response": "tool",
 }
 _MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
-
-
-@dataclass(frozen=True)
-class PromptRecord:
-    """One normalized prompt: `messages` as OpenAI chat messages; `line` is where it was read."""
-
-    id: str
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]] | None
-    meta: dict[str, Any] | None
-    line: int
-
-    def turns_to_generate(self) -> int:
-        """Assistant turns to regenerate: each recorded one, plus one at the end if the last is not assistant."""
-        n = sum(1 for m in self.messages if m["role"] == "assistant")
-        return n + (self.messages[-1]["role"] != "assistant")
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from fleetgen.mix.adapters import ADAPTERS
 from fleetgen.mix.build import build_mix
 from fleetgen.mix.domains import DOMAINS
 from fleetgen.mix.recipe import FilterSpec, MixRecipe, QuotaSpec, SourceSpec, load_recipe
-from fleetgen.mix.records import PromptRecord, validate_prompt_record
+from fleetgen.records import PromptRecord, validate_prompt_record
 from fleetgen.mix.summary import MixSummary, SourceStats
 from fleetgen.mix.writer import read_prompt_records
 

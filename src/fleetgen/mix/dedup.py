@@ -22,7 +22,7 @@ import zlib
 import numpy as np
 from datasketch import MinHash, MinHashLSH
 
-from fleetgen.mix.records import PromptRecord
+from fleetgen.records import PromptRecord
 
 MAX_SHINGLES = 2048
 _SPACE = re.compile(r"\s+")

@@ -1,4 +1,4 @@
-"""The prompt record (DESIGN "Contracts"): what `mix` writes and `generate` reads."""
+"""The prompt record (DESIGN "Contracts"): what `mix` writes and `generate` reads; one class for both."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ class PromptRecord:
     id: str
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Any] | None = field(default_factory=dict)
+    line: int | None = None  # where `generate` read it, for error messages
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "messages": self.messages}
@@ -23,6 +24,11 @@ class PromptRecord:
             out["tools"] = self.tools
         out["meta"] = self.meta
         return out
+
+    def turns_to_generate(self) -> int:
+        """Assistant turns to regenerate: each recorded one, plus one at the end if the last is not assistant."""
+        n = sum(1 for m in self.messages if m["role"] == "assistant")
+        return n + (self.messages[-1]["role"] != "assistant")
 
     def user_text(self) -> str:
         """The user turns joined; what dedup and language detection look at."""

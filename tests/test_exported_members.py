@@ -1,0 +1,28 @@
+"""The public API is what `__all__` lists, and every name in it exists."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+import fleetgen
+
+PACKAGES = ["fleetgen", "fleetgen.fleet", "fleetgen.doctor", "fleetgen.mix", "fleetgen.generate",
+            "fleetgen.export", "fleetgen.run"]
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_all_names_exist(name):
+    module = importlib.import_module(name)
+    missing = [n for n in module.__all__ if not hasattr(module, n)]
+    assert missing == []
+
+
+def test_top_level_exposes_each_stage_entry_point():
+    members = {n for n in dir(fleetgen) if not n.startswith("_")}
+    public = set(fleetgen.__all__) - {"__version__"}
+    for entry in ("up", "down", "run_doctor", "build_mix", "generate", "export", "build_report", "run_job"):
+        assert entry in public and callable(getattr(fleetgen, entry))
+    modules = {n for n in members if type(getattr(fleetgen, n)).__name__ == "module"}
+    assert members - public - modules == set(), "a public name is missing from __all__"
