@@ -54,6 +54,10 @@ class FleetConfig(StrictModel):
     fix_dir: Path | None = Field(
         None, description="Directory written by `fleetgen doctor --fix`: its environment and engine flags apply to every replica."
     )
+    warm_first: bool = Field(
+        True,
+        description="With cold compile caches, start replica 0 alone, copy its caches to the others, then start them together.",
+    )
     startup_timeout_s: float = Field(1200, gt=0, description="Give up on a replica not ready after this long.")
     stall_timeout_s: float = Field(
         600, gt=0, description="Give up on a replica whose log shows no progress for this long."

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -250,8 +251,6 @@ async def up(config: FleetConfig, *, on_progress: ProgressCallback | None = None
     python = python or config.python or sys.executable
     extra_env = preflight(config, specs, python)
     engine.validate_commands([engine.command(spec, python) for spec in specs], python)
-    started = [start_replica(engine, spec, state_dir, python, extra_env) for spec in specs]
-    replicas = [r for r, _ in started]
     state = FleetState(
         engine=engine.name,
         model=model_path,
@@ -260,21 +259,48 @@ async def up(config: FleetConfig, *, on_progress: ProgressCallback | None = None
         max_running_requests=config.max_running_requests,
         python=python,
         config=config.model_dump(mode="json", exclude={"api_key"}),
-        replicas=replicas,
+        replicas=[],
     )
-    # Written before waiting, so `down` can clean up even if `up` itself is killed.
-    write_state(state_dir, state)
+    waves = [specs[:1], specs[1:]] if warm_first(config, specs) else [specs]
+    started: list[tuple[ReplicaState, subprocess.Popen]] = []
+    configs: list[dict[str, object]] = []
     try:
-        configs = await asyncio.gather(
-            *(wait_ready(engine, r, p, config, specs[0].api_key, on_progress) for r, p in started)
-        )
-        record_configs(replicas, list(configs))
+        for wave in waves:
+            if started:
+                seed_caches(specs[0], wave)
+            batch = [start_replica(engine, spec, state_dir, python, extra_env) for spec in wave]
+            started += batch
+            state.replicas = [r for r, _ in started]
+            # Written before waiting, so `down` can clean up even if `up` itself is killed.
+            write_state(state_dir, state)
+            configs += await asyncio.gather(
+                *(wait_ready(engine, r, p, config, specs[0].api_key, on_progress) for r, p in batch)
+            )
+        record_configs(state.replicas, configs)
         write_state(state_dir, state)
         return state
     except BaseException:
-        stop_processes([(r.pid, r.create_time) for r in replicas], grace_s=min(config.stop_grace_s, 10))
+        stop_processes([(r.pid, r.create_time) for r, _ in started], grace_s=min(config.stop_grace_s, 10))
         clear_state(state_dir)
         raise
+
+
+def _has_files(d: Path | None) -> bool:
+    return d is not None and d.is_dir() and any(p.is_file() for p in d.rglob("*"))
+
+
+def warm_first(config: FleetConfig, specs: list[ReplicaSpec]) -> bool:
+    """A cold start compiles once, not N times in parallel: replica 0 alone first, when its caches are empty."""
+    return config.warm_first and len(specs) > 1 and not config.enforce_eager and not _has_files(specs[0].cache_dir)
+
+
+def seed_caches(first: ReplicaSpec, wave: list[ReplicaSpec]) -> None:
+    """Copy replica 0's fresh compile caches into each empty cache of the replicas about to start."""
+    if not _has_files(first.cache_dir):
+        return
+    for spec in wave:
+        if spec.cache_dir is not None and not _has_files(spec.cache_dir):
+            shutil.copytree(first.cache_dir, spec.cache_dir, dirs_exist_ok=True, symlinks=True)
 
 
 def record_configs(replicas: list[ReplicaState], configs: list[dict[str, object]]) -> None:
