@@ -22,7 +22,14 @@ def test_all_names_exist(name):
 def test_top_level_exposes_each_stage_entry_point():
     members = {n for n in dir(fleetgen) if not n.startswith("_")}
     public = set(fleetgen.__all__) - {"__version__"}
-    for entry in ("up", "down", "run_doctor", "build_mix", "generate", "export", "build_report", "run_job"):
+    for entry in ("up", "down", "run_doctor", "build_mix", "build_report", "run_job"):
         assert entry in public and callable(getattr(fleetgen, entry))
     modules = {n for n in members if type(getattr(fleetgen, n)).__name__ == "module"}
     assert members - public - modules == set(), "a public name is missing from __all__"
+
+
+def test_stage_packages_are_not_shadowed_by_functions():
+    import fleetgen.export
+    import fleetgen.generate
+
+    assert callable(fleetgen.generate.generate) and callable(fleetgen.export.export)

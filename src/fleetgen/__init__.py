@@ -1,13 +1,14 @@
 """fleetgen: regenerate synthetic datasets with a target model on a fleet of inference servers.
 
 Each stage is a typed config plus one entry point; the `fleetgen` command is a thin layer over them.
+`fleetgen.generate.generate` and `fleetgen.export.export` stay in their packages (same names as the packages).
 """
 
 from fleetgen.doctor import DoctorConfig, run_doctor
 from fleetgen.errors import FleetgenError
-from fleetgen.export import ExportConfig, export
+from fleetgen.export import ExportConfig
 from fleetgen.fleet import FleetConfig, down, fleet_status, up
-from fleetgen.generate import GenerateConfig, generate
+from fleetgen.generate import GenerateConfig
 from fleetgen.mix import MixRecipe, build_mix
 from fleetgen.records import PromptRecord
 from fleetgen.report import build_report
@@ -28,9 +29,7 @@ __all__ = [
     "build_mix",
     "build_report",
     "down",
-    "export",
     "fleet_status",
-    "generate",
     "load_job",
     "run_doctor",
     "run_job",

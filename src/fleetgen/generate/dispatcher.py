@@ -340,8 +340,13 @@ class Dispatcher:
             done, _ = await asyncio.wait({first}, timeout=remaining)
             if done:
                 return
-        other = self.try_acquire_other(r)
-        if other is None:
-            return
+        while (other := self.try_acquire_other(r)) is None:
+            # Every other replica is full: try again when a slot frees up, unless the request answers first.
+            self._changed.clear()
+            freed = asyncio.ensure_future(self._changed.wait())
+            done, _ = await asyncio.wait({first, freed}, return_when=asyncio.FIRST_COMPLETED)
+            freed.cancel()
+            if first in done:
+                return
         other.stats.hedges += 1
         running[asyncio.ensure_future(fn(other))] = other
