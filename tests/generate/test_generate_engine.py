@@ -159,13 +159,14 @@ def test_bad_rows_go_to_errors_with_reasons_and_good_rows_complete(cpu_fleet, tm
 
 
 def test_kill_9_of_generate_at_random_moments_then_resume(cpu_fleet, tmp_path):
-    ids = [f"k{i}" for i in range(100)]
+    # 600 samples of 16 tokens: long enough that four kills land mid-run on a quiet machine too.
+    ids = [f"k{i}" for i in range(300)]
     (tmp_path / "p.jsonl").write_text("".join(
         json.dumps({"id": i, "messages": [{"role": "user", "content": f"Write a line about {TOPICS[n % 10]} ({n})."}]}) + "\n"
         for n, i in enumerate(ids)
     ))
     out = tmp_path / "out"
-    args = cli(str(tmp_path / "p.jsonl"), "-o", str(out), "--samples", "2", "--max-tokens", "8",
+    args = cli(str(tmp_path / "p.jsonl"), "-o", str(out), "--samples", "2", "--max-tokens", "16",
                *[a for e in cpu_fleet.endpoints for a in ("--endpoint", e)])
     rng = random.Random(20240611)
     counts = []
@@ -191,7 +192,7 @@ def test_kill_9_of_generate_at_random_moments_then_resume(cpu_fleet, tmp_path):
     final = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert final.returncode == 0, final.stderr[-2000:]
     print("results after each kill:", counts)
-    assert sum(0 < c < 200 for c in counts) >= 3, counts  # the kills did land mid-run
+    assert sum(0 < c < 600 for c in counts) >= 3, counts  # the kills did land mid-run
     assert counts == sorted(counts)  # nothing recorded is ever lost
     assert_exactly_once(out, ids, 2)
 
