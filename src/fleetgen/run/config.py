@@ -68,7 +68,7 @@ def load_job(path: str | Path) -> JobConfig:
     base = p.resolve().parent
 
     def rel(x: Path) -> Path:
-        return x if x.expanduser().is_absolute() else base / x
+        return x if x.expanduser().is_absolute() else (base / x).resolve()
 
     job.workdir = rel(job.workdir)
     if job.generate.prompts is not None:
