@@ -12,13 +12,20 @@ from fleetgen.fleet.launcher import seed_caches, warm_first
 def specs(tmp_path: Path, n: int) -> list[ReplicaSpec]:
     return [
         ReplicaSpec(index=i, model="/m", served_model_name="m", host="127.0.0.1", port=30000 + i,
-                    cache_dir=tmp_path / f"replica-{i}")
+                    gpus=(i,), cache_dir=tmp_path / f"replica-{i}")
         for i in range(n)
     ]
 
 
 def test_cold_compiled_fleet_starts_replica_0_first(tmp_path):
     assert warm_first(FleetConfig(state_dir=tmp_path), specs(tmp_path, 2))
+
+
+def test_cpu_fleets_start_at_once(tmp_path):
+    from dataclasses import replace
+
+    cpu = [replace(s, gpus=()) for s in specs(tmp_path, 2)]
+    assert not warm_first(FleetConfig(state_dir=tmp_path), cpu), "measured slower on CPU (BENCHMARKS.md)"
 
 
 def test_no_staging_when_warm_eager_single_or_disabled(tmp_path):

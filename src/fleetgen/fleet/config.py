@@ -56,7 +56,7 @@ class FleetConfig(StrictModel):
     )
     warm_first: bool = Field(
         True,
-        description="With cold compile caches, start replica 0 alone, copy its caches to the others, then start them together.",
+        description="On GPUs with cold compile caches, start replica 0 alone, copy its caches to the others, then start them together.",
     )
     startup_timeout_s: float = Field(1200, gt=0, description="Give up on a replica not ready after this long.")
     stall_timeout_s: float = Field(
