@@ -94,7 +94,7 @@ def check_torch(info: TorchInfo, snap: NvmlSnapshot, python: str) -> list[Check]
             id="torch.cuda", status=Status.FAIL, cause="torch_cpu_build", evidence=ev,
             summary=f"torch {info.version} is a CPU build but this machine has {len(snap.gpus)} GPU(s)",
             fix=Fix(summary="install a CUDA build of torch",
-                    commands=[f"{python} -m pip install torch --index-url https://download.pytorch.org/whl/cu{_cu(dcuda)}"]),
+                    commands=[_torch_for_driver(python, dcuda)]),
         ))
         return checks
     if dcuda and tcuda[0] > dcuda[0]:
@@ -102,7 +102,7 @@ def check_torch(info: TorchInfo, snap: NvmlSnapshot, python: str) -> list[Check]
             id="torch.cuda", status=Status.FAIL, cause="driver_too_old", evidence=ev,
             summary=f"torch is built for CUDA {info.cuda} but the driver supports CUDA {dcuda[0]}.{dcuda[1]} only",
             fix=Fix(summary="upgrade the driver, or install torch built for the driver's CUDA",
-                    commands=[f"{python} -m pip install torch --index-url https://download.pytorch.org/whl/cu{_cu(dcuda)}"]),
+                    commands=[_torch_for_driver(python, dcuda)]),
         ))
         return checks
     missing = [sm(a) for a in snap.archs if not runs_on(info.arch_list, a)]
@@ -111,7 +111,7 @@ def check_torch(info: TorchInfo, snap: NvmlSnapshot, python: str) -> list[Check]
             id="torch.cuda", status=Status.FAIL, cause="torch_arch_unsupported", evidence=ev,
             summary=f"torch {info.version} has no build for {', '.join(missing)} (it has {' '.join(info.arch_list)})",
             fix=Fix(summary="install a torch build that includes this architecture (CUDA >= 12.8 wheels for sm_120)",
-                    commands=[f"{python} -m pip install torch --index-url https://download.pytorch.org/whl/cu{_cu(dcuda)}"]),
+                    commands=[_torch_for_driver(python, dcuda)]),
         ))
         return checks
     if not info.available or info.device_count < len(snap.gpus):
@@ -131,6 +131,11 @@ def check_torch(info: TorchInfo, snap: NvmlSnapshot, python: str) -> list[Check]
                  if dcuda else f"torch sees {info.device_count} GPU(s)"),
     ))
     return checks
+
+
+def _torch_for_driver(python: str, driver_cuda) -> str:
+    """The one command every torch/CUDA mismatch points to: torch built for the driver's CUDA."""
+    return f"{python} -m pip install torch --index-url https://download.pytorch.org/whl/cu{_cu(driver_cuda)}"
 
 
 def _cu(v: tuple[int, int] | None) -> str:
