@@ -135,6 +135,9 @@ def test_up_places_one_verified_replica_per_node(fleet, cluster):
         assert r.endpoint.startswith(f"http://{r.node}:") and r.effective_config["model"] == "smollm2"
         assert psutil.Process(r.pid).create_time() == pytest.approx(r.create_time, abs=1)
     assert state.replicas[0].effective_config == state.replicas[1].effective_config
+    # Both "nodes" share this host: unpinned, the replicas' threads fought over the same cores (one starved).
+    cores = [set(r.cpus) for r in state.replicas]
+    assert all(len(c) == 1 for c in cores) and not cores[0] & cores[1]
     assert read_state(state_dir).endpoints == state.endpoints
 
 
@@ -160,7 +163,8 @@ def test_generate_drives_the_ray_fleet_from_its_state(fleet, tmp_path):
     print(f"200 rows in {time.monotonic() - t0:.0f}s")
     assert run.returncode == 0, run.stderr[-2000:]
     results = _exactly_once(out, ids)
-    assert len(results) == 200 and {r["replica"] for r in results} == set(state.endpoints)
+    stats = (out / "stats.json").read_text()
+    assert len(results) == 200 and {r["replica"] for r in results} == set(state.endpoints), stats + run.stderr[-2000:]
 
 
 def test_losing_a_node_mid_run_loses_no_row(fleet, cluster, tmp_path):

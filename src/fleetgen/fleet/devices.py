@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from fleetgen.errors import ConfigError
 
@@ -73,3 +75,27 @@ def cpu_shares(replicas: int, cores: list[int] | None = None) -> list[tuple[int,
         per = len(cores) // replicas
         return [tuple(cores[i * per : (i + 1) * per]) for i in range(replicas)]
     return [(cores[i % len(cores)],) for i in range(replicas)]
+
+
+def claim_cores(count: int, lock_dir: Path, cores: list[int] | None = None) -> tuple[tuple[int, ...], list[int]]:
+    """Up to `count` cores of this host that no other live replica holds, and the open lock files that hold them.
+
+    Ray places actors by CPU count, not by core: CPU replicas sharing a host would all bind their
+    threads to the same cores and starve one another. Each core is an flock on its own file, so a
+    claim ends when its files are closed or its process dies; nothing stale is left behind.
+    """
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    held: list[int] = []
+    fds: list[int] = []
+    for core in sorted(cores if cores is not None else os.sched_getaffinity(0)):
+        if len(held) == count:
+            break
+        fd = os.open(lock_dir / f"core-{core}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        held.append(core)
+        fds.append(fd)
+    return tuple(held), fds

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import subprocess
 import sys
 import tempfile
@@ -26,6 +27,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 from fleetgen.errors import ConfigError, FleetError, PortInUseError
 from fleetgen.fleet import launcher
 from fleetgen.fleet.config import FleetConfig
+from fleetgen.fleet.devices import claim_cores
 from fleetgen.fleet.engines import ReplicaSpec, get_engine
 from fleetgen.fleet.launcher import ProgressCallback
 from fleetgen.fleet.logtail import LogFollower
@@ -75,6 +77,7 @@ class ReplicaServer:
         self.sentinel: subprocess.Popen | None = None
         self.ctime = 0.0
         self.log_path: Path | None = None
+        self.core_locks: list[int] = []
 
     def start(
         self,
@@ -85,6 +88,7 @@ class ReplicaServer:
         fleet_id: str,
         bind_all: bool,
         any_port: bool,
+        cpu_cores: int,
     ) -> dict[str, Any]:
         import psutil
 
@@ -93,12 +97,16 @@ class ReplicaServer:
         engine = get_engine(engine_name)
         node_ip = ray.util.get_node_ip_address()
         gpus = tuple(int(g) for g in ray.get_gpu_ids())
+        cpus: tuple[int, ...] = ()
+        if not gpus and cpu_cores:
+            # Own cores for a CPU replica, as a local fleet gives each replica its share.
+            cpus, self.core_locks = claim_cores(cpu_cores, Path(tempfile.gettempdir()) / "fleetgen-ray" / "cores")
         spec = dataclasses.replace(
             spec,
             model=resolve_model(spec.model),
             host=spec.host if bind_all else node_ip,
             gpus=gpus,
-            cpus=(),
+            cpus=cpus,
             cache_dir=launcher.engine_cache_dir(engine.name, spec.index),
         )
         try:
@@ -126,6 +134,7 @@ class ReplicaServer:
             "create_time": self.ctime,
             "model": spec.model,
             "gpus": list(gpus),
+            "cpus": list(cpus),
             "log_path": str(self.log_path),
             "command": launcher._redact(engine.command(spec, python), spec.api_key),
         }
@@ -157,6 +166,9 @@ class ReplicaServer:
         if self.sentinel is not None:
             self.sentinel.kill()
             self.sentinel.wait()
+        for fd in self.core_locks:
+            os.close(fd)
+        self.core_locks = []
         return len(stopped)
 
 
@@ -257,7 +269,8 @@ async def _launch(
     bind_all = config.host in ("0.0.0.0", "::")
     try:
         info = await actor.start.remote(
-            get_engine(config.engine).name, spec, python, extra_env, fleet_id, bind_all, replacement
+            get_engine(config.engine).name, spec, python, extra_env, fleet_id, bind_all, replacement,
+            0 if on_gpu else max(1, int(config.ray_num_cpus)),
         )
     except RayError as e:
         _kill(name)
@@ -271,6 +284,7 @@ async def _launch(
         model=info["model"],
         served_model_name=spec.served_model_name,
         gpus=info["gpus"],
+        cpus=info["cpus"],
         log_path=info["log_path"],
         command=info["command"],
         node=info["node"],
