@@ -13,7 +13,7 @@ from fleetgen.generate.dispatcher import Dispatcher, DispatchPolicy
 
 
 def make(n=2, window=2, **kw) -> Dispatcher:
-    policy = DispatchPolicy(backoff_base_s=0.001, backoff_max_s=0.01, cooldown_s=0.05, **kw)
+    policy = DispatchPolicy(**{"backoff_base_s": 0.001, "backoff_max_s": 0.01, "cooldown_s": 0.05, **kw})
     return Dispatcher([f"http://r{i}" for i in range(n)], window, policy, rng=random.Random(0))
 
 
@@ -125,3 +125,26 @@ async def test_hedge_in_the_tail_takes_the_first_answer_and_cancels_the_straggle
     assert cancelled == [0]
     assert d.replicas[0].outstanding == 0 and d.replicas[1].outstanding == 1
     assert d.replicas[1].stats.hedges == 1
+
+
+async def test_a_replacement_takes_new_work_and_the_old_address_failures_never_count_against_it():
+    d = make(n=2, window=2, failures_to_eject=1)
+    old = [await d.acquire() for _ in range(4)]  # both windows full, two requests on replica 1's old address
+    assert d.replace_endpoint(1, "http://r1-new") and not d.replace_endpoint(1, "http://r1-new")
+    fresh = await asyncio.wait_for(d.acquire(), 1)  # the replacement has an empty window
+    assert fresh.endpoint == "http://r1-new" and fresh.index == 1
+    for r in old:
+        if r.index == 1:
+            d.release(r, failure=TransientError("connection refused"))  # the dead address fails late
+    assert d.replicas[1] is fresh and fresh.in_rotation and fresh.stats.failures == 0
+    assert [s.endpoint for s in d.all_stats] == ["http://r0", "http://r1", "http://r1-new"]
+    assert d.all_stats[1].failures == 2 and d.all_stats[1].outstanding == 0
+
+
+async def test_a_replacement_revives_a_fleet_that_was_all_down():
+    d = make(n=1, window=1, failures_to_eject=1, cooldown_s=30.0, give_up_after_s=0.05)
+    r = await d.acquire()
+    d.release(r, failure=TransientError("connection refused"))  # out of rotation for 30 s
+    d.replace_endpoint(0, "http://r0-new")
+    await asyncio.sleep(0.1)  # past give_up_after_s: had it stayed down, acquire would raise
+    assert (await asyncio.wait_for(d.acquire(), 1)).endpoint == "http://r0-new"

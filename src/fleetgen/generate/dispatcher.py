@@ -83,6 +83,8 @@ class Dispatcher:
         if not endpoints:
             raise ValueError("no endpoints")
         self.replicas = [Replica(i, e, window) for i, e in enumerate(endpoints)]
+        # Every replica this run has used, replaced ones included: what stats.json reports.
+        self.all_stats = [r.stats for r in self.replicas]
         self.policy = policy
         self.clock = clock
         self.rng = rng or random.Random()
@@ -107,6 +109,22 @@ class Dispatcher:
             self._tail.set_result(None)
             for open_gate in list(self._tail_gates):
                 open_gate()
+
+    def replace_endpoint(self, index: int, endpoint: str) -> bool:
+        """Send replica `index`'s future work to `endpoint` (a replacement on a new address); False if unchanged.
+
+        The old address keeps its own Replica object: requests still in flight there finish or fail
+        against it, and never count against the replacement.
+        """
+        old = self.replicas[index]
+        if old.endpoint == endpoint:
+            return False
+        new = Replica(index, endpoint, old.window)
+        self.replicas[index] = new
+        self.all_stats.append(new.stats)
+        self._all_down_since = None
+        self._wake()
+        return True
 
     def forget(self, key: str) -> None:
         """The prompt behind `key` is finished: drop its affinity pin."""

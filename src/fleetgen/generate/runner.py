@@ -22,6 +22,7 @@ from fleetgen.generate import client
 from fleetgen.generate.config import GenerateConfig
 from fleetgen.generate.conversation import Session, regenerate
 from fleetgen.generate.dispatcher import Dispatcher, DispatchPolicy
+from fleetgen.generate.fleet_watch import follow_fleet
 from fleetgen.generate.journal import STATS, DoneSet, Journal, check_identity, write_atomic
 from fleetgen.generate.outcomes import Batch, Failed, Outcome, Skipped, record
 from fleetgen.generate.records import BadRow, PromptRecord, fingerprint, read_prompts
@@ -116,7 +117,7 @@ async def _run(config: GenerateConfig, stop: _Stop, on_progress: Callable[[Stats
     fp, rows = await asyncio.to_thread(fingerprint, config.prompts)
     stats = Stats(clock=clock, total=rows * config.samples)
     dispatcher = Dispatcher(target.endpoints, target.window, _policy(config), clock=clock)
-    stats.replicas = [r.stats for r in dispatcher.replicas]
+    stats.replicas = dispatcher.all_stats
     async with client.new_session(target.api_key, dispatcher.capacity + 16) as http:
         model, context_length = await _check_endpoints(http, target)
         identity = {
@@ -136,9 +137,12 @@ async def _run(config: GenerateConfig, stop: _Stop, on_progress: Callable[[Stats
             commit_interval_s=config.commit_interval_s, on_commit=on_progress,
         )
         loop = _Loop(session, writer, done, stats, stop)
+        watch = asyncio.create_task(follow_fleet(config.fleet_state, dispatcher)) if config.fleet_state else None
         try:
             await loop.run()
         finally:
+            if watch is not None:
+                watch.cancel()
             journal.close()
             stats.finished = clock()
             try:

@@ -1,0 +1,48 @@
+"""Follow the fleet state while a job runs, so a replica replaced on a new address joins the job.
+
+A supervisor (`fleetgen run`, or one the user runs) restarts a dead replica in place on a local
+fleet, but on Ray the replacement lands wherever the cluster has room, with a new endpoint. The
+job would otherwise keep probing the dead address until it was resumed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from fleetgen.errors import FleetgenError
+from fleetgen.fleet.state import read_state, state_path
+from fleetgen.generate.dispatcher import Dispatcher
+
+POLL_S = 2.0
+
+
+async def follow_fleet(state_dir: Path, dispatcher: Dispatcher, poll_s: float = POLL_S) -> None:
+    """Until cancelled: on each change of the state file, point each replica at its current endpoint."""
+    path = state_path(state_dir)
+    seen: int | None = None
+    told_size = False
+    while True:
+        await asyncio.sleep(poll_s)
+        try:
+            mtime = path.stat().st_mtime_ns
+        except OSError:
+            continue  # mid-rewrite, or the fleet was taken down: the dispatcher copes with dead replicas
+        if mtime == seen:
+            continue
+        seen = mtime
+        try:
+            endpoints = (await asyncio.to_thread(read_state, state_dir)).endpoints
+        except FleetgenError:
+            continue
+        for index, endpoint in enumerate(endpoints[: len(dispatcher.replicas)]):
+            if dispatcher.replace_endpoint(index, endpoint):
+                print(f"note: replica {index} was replaced; new requests go to {endpoint}", file=sys.stderr)
+        if len(endpoints) != len(dispatcher.replicas) and not told_size:
+            told_size = True
+            print(
+                f"note: the fleet now has {len(endpoints)} replicas, this run keeps its {len(dispatcher.replicas)}; "
+                "stop it (Ctrl-C) and run the same command to resume on all of them",
+                file=sys.stderr,
+            )
