@@ -7,6 +7,54 @@ from typing import Any
 
 ROLES = ("system", "user", "assistant", "tool")
 
+# ShareGPT speaker names (lower case) and the OpenAI roles they mean. One table for `mix` and
+# `generate`, so a file `mix` reads is never refused by `generate` for its speaker names.
+SHAREGPT_ROLES = {
+    "system": "system",
+    "human": "user", "user": "user", "prompter": "user",
+    "gpt": "assistant", "assistant": "assistant", "model": "assistant", "chatgpt": "assistant",
+    "bing": "assistant", "bot": "assistant", "function_call": "assistant",
+    "tool": "tool", "function": "tool", "observation": "tool", "function_response": "tool", "ipython": "tool",
+}
+
+
+class RecordError(ValueError):
+    """This row cannot become a prompt record.
+
+    `reason` is what `mix` counts per source (keep it a short category there); `detail` names the
+    offending value. `generate` reports str(error) for the row's line.
+    """
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(reason if not detail else f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+def text_of(content: Any) -> str:
+    """A turn's content as one string: OpenAI text parts are joined, None is empty.
+
+    Records hold string content (the servers and the token counts read strings); an image or
+    any other non-text part cannot be kept as text, so it is a RecordError naming the part.
+    """
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for i, p in enumerate(content):
+            if isinstance(p, dict) and p.get("type") == "text":
+                if not isinstance(p.get("text"), str):
+                    raise RecordError("non-text content part", f"part {i} is a text part without a string `text`")
+                parts.append(p["text"])
+            elif isinstance(p, dict):
+                raise RecordError("non-text content part", f"part {i} has type {p.get('type')!r}, only 'text' is read")
+            else:
+                raise RecordError("non-text content part", f"part {i} is a {type(p).__name__}, not a {{type: text}} object")
+        return "".join(parts)
+    raise RecordError("content is not text", type(content).__name__)
+
 
 @dataclass(slots=True)
 class PromptRecord:

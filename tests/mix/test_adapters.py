@@ -7,10 +7,10 @@ import json
 import pytest
 
 from fleetgen.errors import ConfigError
-from fleetgen.mix.adapters import ADAPTERS, BadRow, get_adapter
+from fleetgen.mix.adapters import ADAPTERS, get_adapter
 from fleetgen.mix.build import make_record
 from fleetgen.mix.recipe import SourceSpec
-from fleetgen.records import validate_prompt_record
+from fleetgen.records import RecordError, validate_prompt_record
 from fleetgen.mix.sources import BadLine, RowSource
 
 
@@ -25,7 +25,7 @@ def load(fixtures, adapter, filename, **spec):
             continue
         try:
             recs[pos] = make_record(s, a, row, pos)
-        except BadRow as e:
+        except RecordError as e:
             bad[pos] = e.reason
     for r in recs.values():
         assert validate_prompt_record(json.loads(json.dumps(r.to_dict()))) == []

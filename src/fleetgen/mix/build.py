@@ -17,14 +17,14 @@ from pathlib import Path
 import numpy as np
 
 from fleetgen.errors import ConfigError, InputError
-from fleetgen.mix.adapters import Adapter, BadRow, get_adapter
+from fleetgen.mix.adapters import Adapter, get_adapter
 from fleetgen.mix.dedup import Signer, dedup_text, exact_key, near_duplicates
 from fleetgen.mix.domains import DOMAINS, assign_domain
 from fleetgen.mix.filters import filter_reason, prompt_tokens, token_counter
 from fleetgen.mix.lang import detect_language
 from fleetgen.mix.quotas import allocate, select
 from fleetgen.mix.recipe import MixRecipe, SourceSpec
-from fleetgen.records import PromptRecord
+from fleetgen.records import PromptRecord, RecordError
 from fleetgen.mix.sources import BadLine, RowSource
 from fleetgen.mix.summary import MixSummary, SourceStats
 from fleetgen.mix.writer import Spool, ordered, output_format, write_records
@@ -34,10 +34,10 @@ DOMAIN_INDEX = {d: i for i, d in enumerate(DOMAINS)}
 
 
 def make_record(spec: SourceSpec, adapter: Adapter, row: dict, pos: int) -> PromptRecord:
-    """One raw row as a prompt record with its domain, language and license; raises BadRow."""
+    """One raw row as a prompt record with its domain, language and license; raises RecordError."""
     missing = [c for c in adapter.required_columns if c not in row]
     if missing:
-        raise BadRow("missing column", ", ".join(missing))
+        raise RecordError("missing column", ", ".join(missing))
     conv = adapter.convert(row)
     domain, why = assign_domain(conv.messages, conv.tools, fixed=spec.domain, source_domain=conv.source_domain, labels=conv.labels)
     rec = PromptRecord(id=f"{spec.name}/{pos}", messages=conv.messages, tools=conv.tools)
@@ -121,7 +121,7 @@ def build_mix(recipe: MixRecipe, output: str | Path, report_dir: str | Path | No
             try:
                 rec = make_record(spec, adapter, row, pos)
                 tokens = prompt_tokens(rec, count)
-            except BadRow as e:
+            except RecordError as e:
                 st.skip(pos, e.reason, e.detail)
                 continue
             except Exception as e:  # a malformed row must never stop the job

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fleetgen.errors import ConfigError
 from fleetgen.mix.adapters.alpaca import Alpaca
-from fleetgen.mix.adapters.base import Adapter, BadRow, Converted
+from fleetgen.mix.adapters.base import Adapter, Converted
 from fleetgen.mix.adapters.codefeedback import CodeFeedback
 from fleetgen.mix.adapters.hermes_function_calling import HermesFunctionCalling
 from fleetgen.mix.adapters.infinity_instruct import InfinityInstruct
@@ -31,4 +31,4 @@ def get_adapter(name: str) -> Adapter:
     return cls()
 
 
-__all__ = ["ADAPTERS", "Adapter", "BadRow", "Converted", "get_adapter"]
+__all__ = ["ADAPTERS", "Adapter", "Converted", "get_adapter"]

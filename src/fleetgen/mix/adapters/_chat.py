@@ -6,48 +6,21 @@ import ast
 import json
 from typing import Any
 
-from fleetgen.mix.adapters.base import BadRow
-
-SHAREGPT_ROLES = {
-    "human": "user", "user": "user", "prompter": "user",
-    "gpt": "assistant", "assistant": "assistant", "model": "assistant", "chatgpt": "assistant",
-    "bot": "assistant", "function_call": "assistant",
-    "system": "system",
-    "tool": "tool", "function": "tool", "observation": "tool", "function_response": "tool", "ipython": "tool",
-}
-
-
-def text_of(content: Any) -> str:
-    """A turn's content as a string: OpenAI content parts are joined; None is empty."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for p in content:
-            if isinstance(p, str):
-                parts.append(p)
-            elif isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str):
-                parts.append(p["text"])
-            else:
-                raise BadRow("non-text content part", str(p)[:80])
-        return "".join(parts)
-    raise BadRow("content is not text", type(content).__name__)
+from fleetgen.records import SHAREGPT_ROLES, RecordError, text_of
 
 
 def sharegpt_turns(conversations: Any, *, key_from: str = "from", key_value: str = "value") -> list[dict[str, Any]]:
     """ShareGPT `[{from, value, loss?}]` -> turns `{role, content, _loss?}`."""
     if not isinstance(conversations, list) or not conversations:
-        raise BadRow("empty conversation")
+        raise RecordError("empty conversation")
     turns = []
     for t in conversations:
         if not isinstance(t, dict):
-            raise BadRow("turn is not an object")
+            raise RecordError("turn is not an object")
         speaker = str(t.get(key_from, "")).strip().lower()
         role = SHAREGPT_ROLES.get(speaker)
         if role is None:
-            raise BadRow("unknown speaker", speaker[:40])
+            raise RecordError("unknown speaker", speaker[:40])
         turn: dict[str, Any] = {"role": role, "content": text_of(t.get(key_value))}
         if "loss" in t:
             turn["_loss"] = _as_flag(t["loss"])
@@ -100,7 +73,7 @@ def normalize_turns(turns: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], 
         out.pop()
         removed += 1
     if not seen_user:
-        raise BadRow("no user turn")
+        raise RecordError("no user turn")
     meta: dict[str, Any] = {"answers_removed": removed}
     if any("_loss" in t for t in out):
         meta["loss"] = [t.get("_loss") for t in out]
@@ -121,7 +94,7 @@ def literal(text: str) -> Any:
     try:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
-        raise BadRow("unparsable tool schema", text[:80]) from None
+        raise RecordError("unparsable tool schema", text[:80]) from None
     return json.loads(json.dumps(value))
 
 
@@ -131,9 +104,9 @@ def as_tool(obj: Any) -> dict[str, Any]:
     elif isinstance(obj, dict) and isinstance(obj.get("name"), str):
         tool = {"type": "function", "function": obj}
     else:
-        raise BadRow("tool schema without a name", str(obj)[:80])
+        raise RecordError("tool schema without a name", str(obj)[:80])
     if not isinstance(tool["function"].get("name"), str):
-        raise BadRow("tool schema without a name", str(obj)[:80])
+        raise RecordError("tool schema without a name", str(obj)[:80])
     return tool
 
 
@@ -146,5 +119,5 @@ def coerce_tools(value: Any) -> list[dict[str, Any]] | None:
     if isinstance(value, dict):
         value = [value]
     if not isinstance(value, list):
-        raise BadRow("tools is not a list", type(value).__name__)
+        raise RecordError("tools is not a list", type(value).__name__)
     return [as_tool(t) for t in value] or None

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleetgen.mix.adapters._chat import text_of
-from fleetgen.mix.adapters.base import Adapter, BadRow, Converted
+from fleetgen.mix.adapters.base import Adapter, Converted
+from fleetgen.records import RecordError, text_of
 
 
 class Alpaca(Adapter):
@@ -18,7 +18,7 @@ class Alpaca(Adapter):
         extra_input = text_of(row.get("input")).strip()
         prompt = f"{instruction}\n\n{extra_input}" if instruction and extra_input else instruction or extra_input
         if not prompt:
-            raise BadRow("empty instruction")
+            raise RecordError("empty instruction")
         messages = [{"role": "user", "content": prompt}]
         system = text_of(row.get("system")).strip()
         if system:

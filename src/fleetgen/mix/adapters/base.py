@@ -1,18 +1,9 @@
-"""The adapter contract: one dataset row in, one normalized conversation out (or BadRow)."""
+"""The adapter contract: one dataset row in, one normalized conversation out (or RecordError)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
-
-
-class BadRow(Exception):
-    """This row cannot become a prompt; `reason` is a short category the report counts."""
-
-    def __init__(self, reason: str, detail: str = "") -> None:
-        super().__init__(reason if not detail else f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail
 
 
 @dataclass(slots=True)

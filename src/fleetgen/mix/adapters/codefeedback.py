@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleetgen.mix.adapters._chat import text_of
-from fleetgen.mix.adapters.base import Adapter, BadRow, Converted
+from fleetgen.mix.adapters.base import Adapter, Converted
+from fleetgen.records import RecordError, text_of
 
 
 class CodeFeedback(Adapter):
@@ -21,7 +21,7 @@ class CodeFeedback(Adapter):
     def convert(self, row: dict[str, Any]) -> Converted:
         q = text_of(row["query"]).strip()
         if not q:
-            raise BadRow("empty query")
+            raise RecordError("empty query")
         return Converted(
             [{"role": "user", "content": q}],
             source_domain=("code", "label:dataset"),

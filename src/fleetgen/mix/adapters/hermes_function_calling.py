@@ -16,7 +16,8 @@ import re
 from typing import Any
 
 from fleetgen.mix.adapters._chat import as_tool, literal, normalize_turns, sharegpt_turns
-from fleetgen.mix.adapters.base import Adapter, BadRow, Converted
+from fleetgen.mix.adapters.base import Adapter, Converted
+from fleetgen.records import RecordError
 
 _TOOLS = re.compile(r"<tools>(.*?)</tools>", re.S)
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
@@ -56,7 +57,7 @@ def parse_tools(system: str) -> list[dict[str, Any]] | None:
     try:
         value = literal(body)
         items = value if isinstance(value, list) else [value]
-    except BadRow:
+    except RecordError:
         pieces = _split_objects(body)
         if not pieces:
             raise
@@ -77,7 +78,7 @@ def _tool_calls(content: str, counter: list[int]) -> tuple[str, list[dict[str, A
     for body in _TOOL_CALL.findall(content):
         call = literal(body)
         if not isinstance(call, dict) or "name" not in call:
-            raise BadRow("unparsable tool call", body[:80])
+            raise RecordError("unparsable tool call", body[:80])
         counter[0] += 1
         calls.append({
             "id": f"call_{counter[0]}",

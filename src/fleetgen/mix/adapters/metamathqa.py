@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from fleetgen.mix.adapters._chat import text_of
-from fleetgen.mix.adapters.base import Adapter, BadRow, Converted
+from fleetgen.mix.adapters.base import Adapter, Converted
+from fleetgen.records import RecordError, text_of
 
 
 class MetaMathQA(Adapter):
@@ -25,7 +25,7 @@ class MetaMathQA(Adapter):
     def convert(self, row: dict[str, Any]) -> Converted:
         q = text_of(row["query"]).strip()
         if not q:
-            raise BadRow("empty query")
+            raise RecordError("empty query")
         orig = text_of(row.get("original_question")).strip()
         key = hashlib.blake2b(orig.encode(), digest_size=8).hexdigest() if orig else None
         return Converted(

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fleetgen.mix.adapters._chat import coerce_tools, normalize_turns, text_of
-from fleetgen.mix.adapters.base import Adapter, BadRow, Converted
+from fleetgen.mix.adapters._chat import coerce_tools, normalize_turns
+from fleetgen.mix.adapters.base import Adapter, Converted
+from fleetgen.records import RecordError, text_of
 
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool", "function": "tool"}
 
@@ -14,7 +15,7 @@ _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant"
 def _call(c: Any) -> dict[str, Any]:
     fn = c.get("function") if isinstance(c, dict) else None
     if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-        raise BadRow("malformed tool call", str(c)[:80])
+        raise RecordError("malformed tool call", str(c)[:80])
     args = fn.get("arguments", {})
     if not isinstance(args, str):
         args = json.dumps(args, ensure_ascii=False)
@@ -27,14 +28,14 @@ def _call(c: Any) -> dict[str, Any]:
 def openai_turns(messages: list[Any]) -> list[dict[str, Any]]:
     """OpenAI-style messages -> turns for `normalize_turns`, keeping tool calls and tool ids."""
     if not messages:
-        raise BadRow("empty conversation")
+        raise RecordError("empty conversation")
     turns = []
     for m in messages:
         if not isinstance(m, dict):
-            raise BadRow("turn is not an object")
+            raise RecordError("turn is not an object")
         role = _ROLES.get(str(m.get("role", "")).lower())
         if role is None:
-            raise BadRow("unknown role", str(m.get("role"))[:40])
+            raise RecordError("unknown role", str(m.get("role"))[:40])
         turn: dict[str, Any] = {"role": role, "content": text_of(m.get("content"))}
         if role == "assistant" and m.get("tool_calls"):
             turn["tool_calls"] = [_call(c) for c in m["tool_calls"]]
@@ -51,7 +52,7 @@ class OpenAIMessages(Adapter):
 
     def convert(self, row: dict[str, Any]) -> Converted:
         if not isinstance(row["messages"], list):
-            raise BadRow("messages is not a list")
+            raise RecordError("messages is not a list")
         messages, meta = normalize_turns(openai_turns(row["messages"]))
         rid = row.get("id")
         return Converted(messages, tools=coerce_tools(row.get("tools")), original_id=None if rid is None else str(rid), extra=meta)

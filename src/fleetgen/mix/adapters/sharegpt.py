@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleetgen.mix.adapters._chat import coerce_tools, normalize_turns, sharegpt_turns, text_of
+from fleetgen.mix.adapters._chat import coerce_tools, normalize_turns, sharegpt_turns
 from fleetgen.mix.adapters.base import Adapter, Converted
+from fleetgen.records import text_of
 
 
 class ShareGPT(Adapter):

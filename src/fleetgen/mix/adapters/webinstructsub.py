@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleetgen.mix.adapters._chat import text_of
-from fleetgen.mix.adapters.base import Adapter, BadRow, Converted
+from fleetgen.mix.adapters.base import Adapter, Converted
+from fleetgen.records import RecordError, text_of
 
 # upstream source -> (domain, license)
 SOURCES = {
@@ -29,7 +29,7 @@ class WebInstructSub(Adapter):
     def convert(self, row: dict[str, Any]) -> Converted:
         q = text_of(row["question"]).strip()
         if not q:
-            raise BadRow("empty question")
+            raise RecordError("empty question")
         upstream = str(row.get("source") or "").strip().lower()
         domain, lic = SOURCES.get(upstream, ("stem", self.license))
         extra = {"upstream": upstream or None, "commercial_use": upstream != "socratic"}
