@@ -36,7 +36,7 @@ BAD_ROWS: list[tuple[str, bytes, str]] = [
     ("empty messages", b'{"id": "b10", "messages": []}', "error"),
     ("message is a string", b'{"id": "b11", "messages": ["hi"]}', "error"),
     ("content is a number", b'{"id": "b12", "messages": [{"role": "user", "content": 5}]}', "error"),
-    ("content is a list", b'{"id": "b13", "messages": [{"role": "user", "content": ["a"]}]}', "error"),
+    ("content a list of bare strings", b'{"id": "b13", "messages": [{"role": "user", "content": ["a"]}]}', "error"),
     ("content missing", b'{"id": "b14", "messages": [{"role": "user"}]}', "error"),
     ("unknown role", b'{"id": "b15", "messages": [{"role": "wizard", "content": "hi"}]}', "error"),
     ("role missing", b'{"id": "b16", "messages": [{"content": "hi"}]}', "error"),

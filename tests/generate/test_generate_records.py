@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from fleetgen.generate.records import BadRow, PromptRecord, RowError, fingerprint, normalize, read_prompts
+from fleetgen.generate.records import BadRow, PromptRecord, fingerprint, normalize, read_prompts
+from fleetgen.records import RecordError
 
 
 def test_openai_row_keeps_tools_meta_and_tool_messages():
@@ -41,6 +43,52 @@ def test_sharegpt_and_specforge_rows_normalize_to_openai_roles():
     assert spec.turns_to_generate() == 1
 
 
+def test_openai_text_parts_are_joined_in_place():
+    row = {"id": "p", "messages": [
+        {"role": "system", "content": [{"type": "text", "text": "be brief"}]},
+        {"role": "user", "content": [{"type": "text", "text": "Tell me a joke "}, {"type": "text", "text": "about cats."}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "old answer"}]},
+        {"role": "user", "content": "another"},
+    ]}
+    rec = normalize(row, 1)
+    # strict: nothing reordered or dropped, the recorded assistant turn stays to be regenerated
+    assert rec.messages == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "Tell me a joke about cats."},
+        {"role": "assistant", "content": "old answer"},
+        {"role": "user", "content": "another"},
+    ]
+    assert rec.turns_to_generate() == 2
+    share = normalize({"conversations": [{"from": "human", "value": [{"type": "text", "text": "hi"}]}]}, 1)
+    assert share.messages == [{"role": "user", "content": "hi"}]
+
+
+def test_an_image_part_is_a_row_error_naming_it(tmp_path):
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    row = {"id": "img", "messages": [{"role": "user", "content": [{"type": "text", "text": "what is this?"}, image]}]}
+    with pytest.raises(RecordError, match=r"message 0 \(user\): non-text content part: part 1 has type 'image_url'"):
+        normalize(row, 1)
+    p = tmp_path / "p.jsonl"
+    p.write_text(json.dumps(row) + "\n")
+    (bad,) = read_prompts(p)
+    assert isinstance(bad, BadRow) and bad.id == "img" and "'image_url'" in bad.reason
+    with pytest.raises(RecordError, match="part 0 is a text part without a string `text`"):
+        normalize({"messages": [{"role": "user", "content": [{"type": "text"}]}]}, 1)
+
+
+@pytest.mark.parametrize(
+    "turns, roles",
+    [
+        ([("prompter", "q")], ["user"]),
+        ([("human", "q"), ("function_call", '{"name": "f"}'), ("ipython", "42")], ["user", "assistant", "tool"]),
+        ([("human", "q"), ("model", "a"), ("function", "r"), ("Bot", "b")], ["user", "assistant", "tool", "assistant"]),
+    ],
+)
+def test_sharegpt_speakers_mix_knows_are_read_by_generate(turns, roles):
+    rec = normalize({"conversations": [{"from": f, "value": v} for f, v in turns]}, 1)
+    assert [m["role"] for m in rec.messages] == roles
+
+
 def test_missing_id_gets_a_stable_content_hash():
     a = normalize({"messages": [{"role": "user", "content": "q"}]}, 1)
     b = normalize({"messages": [{"role": "user", "content": "q"}]}, 9)
@@ -53,8 +101,10 @@ def test_missing_id_gets_a_stable_content_hash():
         ({"id": "e", "messages": []}, "empty conversation"),
         ({"id": "a", "messages": [{"role": "assistant", "content": "x"}, {"role": "user", "content": "y"}]}, "must start with a user message"),
         ({"id": "r", "messages": [{"role": "wizard", "content": "x"}]}, "unknown role 'wizard'"),
-        ({"id": "c", "messages": [{"role": "user", "content": ["parts"]}]}, "content must be a string, got list"),
-        ({"id": "c", "messages": [{"role": "user", "content": 5}]}, "content must be a string, got int"),
+        ({"id": "c", "messages": [{"role": "user", "content": ["parts"]}]}, "message 0 (user): non-text content part: part 0 is a str"),
+        ({"id": "c", "messages": [{"role": "user", "content": 5}]}, "content must be a string or a list of text parts, got int"),
+        ({"id": "c", "messages": [{"role": "user", "content": {"type": "text", "text": "x"}}]}, "got dict"),
+        ({"id": "c", "messages": [{"role": "user"}]}, "content must be a string or a list of text parts, got NoneType"),
         ({"id": "n", "prompt": "x"}, "no `messages`"),
         ({"id": "g", "conversations": [{"from": "alien", "value": "x"}]}, "unknown ShareGPT speaker"),
         ([1, 2], "must be a JSON object"),
@@ -62,7 +112,7 @@ def test_missing_id_gets_a_stable_content_hash():
     ],
 )
 def test_bad_rows_say_what_is_wrong(row, reason):
-    with pytest.raises(RowError, match=reason.replace("[", r"\[").replace("(", r"\(")):
+    with pytest.raises(RecordError, match=re.escape(reason)):
         normalize(row, 1)
 
 

@@ -11,22 +11,9 @@ from typing import Any
 import orjson
 
 from fleetgen.errors import InputError
-from fleetgen.records import PromptRecord
+from fleetgen.records import SHAREGPT_ROLES, PromptRecord, RecordError, text_of
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
-# ShareGPT speaker names and the OpenAI roles they mean.
-SHAREGPT_ROLES = {
-    "system": "system",
-    "human": "user",
-    "user": "user",
-    "gpt": "assistant",
-    "assistant": "assistant",
-    "chatgpt": "assistant",
-    "bing": "assistant",
-    "tool": "tool",
-    "observation": "tool",
-    "function_response": "tool",
-}
 _MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 
 
@@ -39,14 +26,10 @@ class BadRow:
     id: str | None = None
 
 
-class RowError(ValueError):
-    """Why one row is not a valid prompt record (the reader adds the line number)."""
-
-
 def normalize(row: Any, line: int) -> PromptRecord:
-    """Turn one decoded row into a PromptRecord, or raise RowError saying what is wrong."""
+    """Turn one decoded row into a PromptRecord, or raise RecordError saying what is wrong."""
     if not isinstance(row, dict):
-        raise RowError(f"a row must be a JSON object, got {type(row).__name__}")
+        raise RecordError(f"a row must be a JSON object, got {type(row).__name__}")
     if "messages" in row and row["messages"] is not None:
         raw = row["messages"]
         messages = _openai_messages(raw)
@@ -54,18 +37,18 @@ def normalize(row: Any, line: int) -> PromptRecord:
         raw = row["conversations"]
         messages = _conversation_messages(raw)
     else:
-        raise RowError("no `messages` (OpenAI) or `conversations` (SpecForge/ShareGPT) field")
+        raise RecordError("no `messages` (OpenAI) or `conversations` (SpecForge/ShareGPT) field")
     _check_order(messages)
     tools = row.get("tools")
     if tools is not None:
         if isinstance(tools, str):
             tools = _json_field(tools, "tools")
         if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
-            raise RowError("`tools` must be a list of OpenAI tool definitions")
+            raise RecordError("`tools` must be a list of OpenAI tool definitions")
         tools = tools or None
     meta = row.get("meta")
     if meta is not None and not isinstance(meta, dict):
-        raise RowError("`meta` must be an object")
+        raise RecordError("`meta` must be an object")
     rid = row.get("id")
     if rid is None:
         # No id: derive a stable one from the content so resume still works by id.
@@ -73,33 +56,33 @@ def normalize(row: Any, line: int) -> PromptRecord:
     elif isinstance(rid, int) and not isinstance(rid, bool):
         rid = str(rid)
     elif not isinstance(rid, str) or not rid:
-        raise RowError(f"`id` must be a non-empty string, got {rid!r}")
+        raise RecordError(f"`id` must be a non-empty string, got {rid!r}")
     return PromptRecord(id=rid, messages=messages, tools=tools, meta=meta, line=line)
 
 
 def _openai_messages(raw: Any) -> list[dict[str, Any]]:
     if not isinstance(raw, list):
-        raise RowError(f"`messages` must be a list, got {type(raw).__name__}")
+        raise RecordError(f"`messages` must be a list, got {type(raw).__name__}")
     out = []
     for i, m in enumerate(raw):
         if not isinstance(m, dict):
-            raise RowError(f"message {i} must be an object, got {type(m).__name__}")
+            raise RecordError(f"message {i} must be an object, got {type(m).__name__}")
         out.append(_message(i, m.get("role"), m.get("content"), m))
     return out
 
 
 def _conversation_messages(raw: Any) -> list[dict[str, Any]]:
     if not isinstance(raw, list):
-        raise RowError(f"`conversations` must be a list, got {type(raw).__name__}")
+        raise RecordError(f"`conversations` must be a list, got {type(raw).__name__}")
     out = []
     for i, m in enumerate(raw):
         if not isinstance(m, dict):
-            raise RowError(f"message {i} must be an object, got {type(m).__name__}")
+            raise RecordError(f"message {i} must be an object, got {type(m).__name__}")
         if "from" in m and "role" not in m:  # ShareGPT
             speaker = m.get("from")
             role = SHAREGPT_ROLES.get(speaker.lower()) if isinstance(speaker, str) else None
             if role is None:
-                raise RowError(f"message {i}: unknown ShareGPT speaker {speaker!r}")
+                raise RecordError(f"message {i}: unknown ShareGPT speaker {speaker!r}")
             out.append(_message(i, role, m.get("value"), {}))
         else:  # SpecForge: role/content
             out.append(_message(i, m.get("role"), m.get("content"), m))
@@ -108,19 +91,26 @@ def _conversation_messages(raw: Any) -> list[dict[str, Any]]:
 
 def _message(i: int, role: Any, content: Any, src: dict[str, Any]) -> dict[str, Any]:
     if role not in ROLES:
-        raise RowError(f"message {i}: unknown role {role!r} (expected one of {', '.join(sorted(ROLES))})")
+        raise RecordError(f"message {i}: unknown role {role!r} (expected one of {', '.join(sorted(ROLES))})")
     msg: dict[str, Any] = {"role": role}
     tool_calls = src.get("tool_calls")
     if isinstance(tool_calls, str):
         tool_calls = _json_field(tool_calls, f"message {i} tool_calls")
     if tool_calls is not None and role == "assistant":
         if not isinstance(tool_calls, list):
-            raise RowError(f"message {i}: tool_calls must be a list")
+            raise RecordError(f"message {i}: tool_calls must be a list")
         msg["tool_calls"] = tool_calls
     if content is None and "tool_calls" in msg:
         content = ""
+    if isinstance(content, list):  # OpenAI content parts: text parts are joined, others refused
+        try:
+            content = text_of(content)
+        except RecordError as e:
+            raise RecordError(f"message {i} ({role}): {e}") from None
     if not isinstance(content, str):
-        raise RowError(f"message {i} ({role}): content must be a string, got {type(content).__name__}")
+        raise RecordError(
+            f"message {i} ({role}): content must be a string or a list of text parts, got {type(content).__name__}"
+        )
     msg["content"] = content
     for key in ("tool_call_id", "name"):
         value = src.get(key)
@@ -131,19 +121,19 @@ def _message(i: int, role: Any, content: Any, src: dict[str, Any]) -> dict[str, 
 
 def _check_order(messages: list[dict[str, Any]]) -> None:
     if not messages:
-        raise RowError("empty conversation: no messages")
+        raise RecordError("empty conversation: no messages")
     first = next((m for m in messages if m["role"] != "system"), None)
     if first is None:
-        raise RowError("no user message (only system messages)")
+        raise RecordError("no user message (only system messages)")
     if first["role"] != "user":
-        raise RowError(f"conversation must start with a user message after system messages, got {first['role']!r}")
+        raise RecordError(f"conversation must start with a user message after system messages, got {first['role']!r}")
 
 
 def _json_field(text: str, what: str) -> Any:
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError as e:
-        raise RowError(f"{what} is a string that is not JSON: {e}") from None
+        raise RecordError(f"{what} is a string that is not JSON: {e}") from None
 
 
 def iter_rows(path: Path) -> Iterator[tuple[int, Any | BadRow]]:
@@ -199,7 +189,7 @@ def read_prompts(path: Path) -> Iterator[PromptRecord | BadRow]:
             continue
         try:
             yield normalize(row, n)
-        except RowError as e:
+        except RecordError as e:
             rid = row.get("id") if isinstance(row, dict) and isinstance(row.get("id"), str) else None
             yield BadRow(n, str(e), rid)
 
