@@ -32,7 +32,7 @@ def test_mix_reads_a_speaker_only_generate_knew():
         (None, ""),
         ("plain", "plain"),
         ([], ""),
-        ([{"type": "text", "text": "a "}, {"type": "text", "text": "b"}], "a b"),
+        ([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}], "a\nb"),  # vLLM joins parts so
     ],
 )
 def test_text_of_joins_text_parts(content, text):

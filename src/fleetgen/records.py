@@ -32,7 +32,7 @@ class RecordError(ValueError):
 
 
 def text_of(content: Any) -> str:
-    """A turn's content as one string: OpenAI text parts are joined, None is empty.
+    """A turn's content as one string: OpenAI text parts joined by newlines (as vLLM joins them), None is empty.
 
     Records hold string content (the servers and the token counts read strings); an image or
     any other non-text part cannot be kept as text, so it is a RecordError naming the part.
@@ -52,7 +52,7 @@ def text_of(content: Any) -> str:
                 raise RecordError("non-text content part", f"part {i} has type {p.get('type')!r}, only 'text' is read")
             else:
                 raise RecordError("non-text content part", f"part {i} is a {type(p).__name__}, not a {{type: text}} object")
-        return "".join(parts)
+        return "\n".join(parts)
     raise RecordError("content is not text", type(content).__name__)
 
 

@@ -46,7 +46,7 @@ def test_sharegpt_and_specforge_rows_normalize_to_openai_roles():
 def test_openai_text_parts_are_joined_in_place():
     row = {"id": "p", "messages": [
         {"role": "system", "content": [{"type": "text", "text": "be brief"}]},
-        {"role": "user", "content": [{"type": "text", "text": "Tell me a joke "}, {"type": "text", "text": "about cats."}]},
+        {"role": "user", "content": [{"type": "text", "text": "Tell me a joke"}, {"type": "text", "text": "about cats."}]},
         {"role": "assistant", "content": [{"type": "text", "text": "old answer"}]},
         {"role": "user", "content": "another"},
     ]}
@@ -54,7 +54,7 @@ def test_openai_text_parts_are_joined_in_place():
     # strict: nothing reordered or dropped, the recorded assistant turn stays to be regenerated
     assert rec.messages == [
         {"role": "system", "content": "be brief"},
-        {"role": "user", "content": "Tell me a joke about cats."},
+        {"role": "user", "content": "Tell me a joke\nabout cats."},
         {"role": "assistant", "content": "old answer"},
         {"role": "user", "content": "another"},
     ]

@@ -11,10 +11,7 @@ from typing import Any
 import orjson
 
 from fleetgen.errors import InputError
-from fleetgen.records import SHAREGPT_ROLES, PromptRecord, RecordError, text_of
-
-ROLES = frozenset({"system", "user", "assistant", "tool"})
-_MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
+from fleetgen.records import ROLES, SHAREGPT_ROLES, PromptRecord, RecordError, text_of
 
 
 @dataclass(frozen=True)
@@ -80,7 +77,7 @@ def _conversation_messages(raw: Any) -> list[dict[str, Any]]:
             raise RecordError(f"message {i} must be an object, got {type(m).__name__}")
         if "from" in m and "role" not in m:  # ShareGPT
             speaker = m.get("from")
-            role = SHAREGPT_ROLES.get(speaker.lower()) if isinstance(speaker, str) else None
+            role = SHAREGPT_ROLES.get(speaker.strip().lower()) if isinstance(speaker, str) else None
             if role is None:
                 raise RecordError(f"message {i}: unknown ShareGPT speaker {speaker!r}")
             out.append(_message(i, role, m.get("value"), {}))
