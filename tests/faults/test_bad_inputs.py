@@ -38,6 +38,9 @@ BAD_ROWS: list[tuple[str, bytes, str]] = [
     ("content is a number", b'{"id": "b12", "messages": [{"role": "user", "content": 5}]}', "error"),
     ("content a list of bare strings", b'{"id": "b13", "messages": [{"role": "user", "content": ["a"]}]}', "error"),
     ("content missing", b'{"id": "b14", "messages": [{"role": "user"}]}', "error"),
+    ("image content part", b'{"id": "b38", "messages": [{"role": "user", "content": [{"type": "text", "text": "what is this"}, {"type": "image_url", "image_url": {"url": "x.png"}}]}]}', "error"),
+    ("OpenAI text content parts", b'{"id": "b39", "messages": [{"role": "user", "content": [{"type": "text", "text": "Name one"}, {"type": "text", "text": "color."}]}]}',
+     "accepted: text parts joined by a newline, as vLLM joins them"),
     ("unknown role", b'{"id": "b15", "messages": [{"role": "wizard", "content": "hi"}]}', "error"),
     ("role missing", b'{"id": "b16", "messages": [{"content": "hi"}]}', "error"),
     ("only a system message", b'{"id": "b17", "messages": [{"role": "system", "content": "be brief"}]}', "error"),
@@ -98,7 +101,7 @@ def test_bad_row_corpus_each_gets_a_reason_with_line_and_what_to_do(tmp_path, re
     results = [json.loads(x) for x in (tmp_path / "out" / "results.jsonl").read_bytes().splitlines()]
     derived = [r["id"] for r in results if r["id"].startswith("h-")]
     good = [f"g{i}" for i in range(len(lines) + 1) if f'"g{i}"' in (tmp_path / "p.jsonl").read_text(errors="replace")]
-    a = audit(tmp_path / "out", good + derived + ["77", "b35", "b36"], 1)
+    a = audit(tmp_path / "out", good + derived + ["77", "b35", "b36", "b39"], 1)
     server_said = {e["id"]: e["reason"] for e in errors if e.get("sample") is not None}
     for row in corpus:
         if row["row"] == "10 MB prompt":
