@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import socket
+import struct
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -81,6 +85,26 @@ async def _health(endpoint: str) -> int | None:
             return r.status
     except (aiohttp.ClientError, TimeoutError, OSError):
         return None
+
+
+def _reset_every_connection(host: str, port: int) -> socket.socket:
+    """Hold a port: accept each connection and reset it at once (a dead address that fails fast)."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen()
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                return  # closed
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return sock
 
 
 @pytest.fixture(scope="module")
@@ -197,8 +221,19 @@ def test_losing_a_node_mid_run_loses_no_row(fleet, cluster, tmp_path):
     assert next(r for r in stats["replicas"] if r["endpoint"] == victim.endpoint)["failures"] > 0
 
 
-def test_supervisor_asks_ray_for_a_replacement(fleet, cluster):
+def test_supervisor_asks_ray_for_a_replacement_and_a_running_job_uses_it(fleet, cluster, tmp_path):
     state_dir, state = fleet
+    # A job runs on the survivor while the dead replica is replaced on a new node. Every simulated
+    # node has this host's IP, so the dead replica's port is held (connections are reset at once)
+    # to give the replacement another address, as a real new node would.
+    host, port = state.replicas[1].endpoint.removeprefix("http://").rsplit(":", 1)
+    squatter = _reset_every_connection(host, int(port))
+    _prompts(tmp_path / "p.jsonl", 5000, "s")
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        _cli("generate", str(tmp_path / "p.jsonl"), "--fleet", str(state_dir), "-o", str(out), "--max-tokens", "16"),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
     new_node = cluster.add_node(num_cpus=1, resources={SLOT: 1}, object_store_memory=80 * MIB)
     events = []
 
@@ -208,13 +243,38 @@ def test_supervisor_asks_ray_for_a_replacement(fleet, cluster):
             while time.monotonic() < deadline and not any(e.kind in ("restarted", "restart_failed") for e in events):
                 await asyncio.sleep(1)
 
-    asyncio.run(supervise())
-    kinds = [e.kind for e in events]
-    assert "dead" in kinds and "restarted" in kinds, events
-    replaced = read_state(state_dir).replicas[1]
-    assert replaced.node_id == new_node.node_id and replaced.actor != state.replicas[1].actor
-    assert replaced.effective_config == state.replicas[0].effective_config
-    assert asyncio.run(_health(replaced.endpoint)) == 200
+    try:
+        asyncio.run(supervise())
+        kinds = [e.kind for e in events]
+        assert "dead" in kinds and "restarted" in kinds, events
+        replaced = read_state(state_dir).replicas[1]
+        assert replaced.node_id == new_node.node_id and replaced.actor != state.replicas[1].actor
+        assert replaced.endpoint != state.replicas[1].endpoint
+        assert replaced.effective_config == state.replicas[0].effective_config
+        assert asyncio.run(_health(replaced.endpoint)) == 200
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if any(r["replica"] == replaced.endpoint for r in _read(out / "results.jsonl")):
+                break
+            time.sleep(1)
+        assert proc.poll() is None, "the job ended before it could use the replacement: give it more rows"
+        proc.send_signal(signal.SIGINT)  # stop cleanly: finish what is in flight, keep what is done
+        _, stderr = proc.communicate(timeout=180)
+    finally:
+        proc.kill()
+        squatter.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
+        squatter.close()
+    assert proc.returncode == 130, stderr[-2000:]
+    assert f"replica 1 was replaced; new requests go to {replaced.endpoint}" in stderr
+    results = _read(out / "results.jsonl")
+    keys = Counter((r["id"], r["sample"]) for r in results + _read(out / "errors.jsonl"))
+    assert not [k for k, c in keys.items() if c > 1], "a row was recorded twice"
+    assert {r["replica"] for r in results} == {state.replicas[0].endpoint, replaced.endpoint}
+    stats = json.loads((out / "stats.json").read_text())
+    assert [(r["index"], r["endpoint"]) for r in stats["replicas"]] == [
+        (0, state.replicas[0].endpoint), (1, state.replicas[1].endpoint), (1, replaced.endpoint),
+    ]
+    assert stats["replicas"][2]["failures"] == 0  # joined once verified, not while it was loading
 
 
 def test_down_leaves_no_actor_and_no_server(fleet):

@@ -31,6 +31,11 @@ class ReplicaState(BaseModel):
     actor: str | None = Field(None, description="Name of the Ray actor that owns the server (Ray fleets).")
     effective_config: dict[str, object] = Field(default_factory=dict)
 
+    @property
+    def verified(self) -> bool:
+        """Passed readiness. A replica is recorded before that, so `down` can clean a start cut short."""
+        return bool(self.effective_config)
+
 
 class FleetState(BaseModel):
     engine: str

@@ -19,7 +19,7 @@ POLL_S = 2.0
 
 
 async def follow_fleet(state_dir: Path, dispatcher: Dispatcher, poll_s: float = POLL_S) -> None:
-    """Until cancelled: on each change of the state file, point each replica at its current endpoint."""
+    """Until cancelled: on each change of the state file, point each replica at its endpoint once it is verified."""
     path = state_path(state_dir)
     seen: int | None = None
     told_size = False
@@ -33,16 +33,17 @@ async def follow_fleet(state_dir: Path, dispatcher: Dispatcher, poll_s: float = 
             continue
         seen = mtime
         try:
-            endpoints = (await asyncio.to_thread(read_state, state_dir)).endpoints
+            replicas = (await asyncio.to_thread(read_state, state_dir)).replicas
         except FleetgenError:
             continue
-        for index, endpoint in enumerate(endpoints[: len(dispatcher.replicas)]):
-            if dispatcher.replace_endpoint(index, endpoint):
-                print(f"note: replica {index} was replaced; new requests go to {endpoint}", file=sys.stderr)
-        if len(endpoints) != len(dispatcher.replicas) and not told_size:
+        for r in replicas[: len(dispatcher.replicas)]:
+            # A replacement is written once when launched and again when verified: wait for the second.
+            if r.verified and dispatcher.replace_endpoint(r.index, r.endpoint):
+                print(f"note: replica {r.index} was replaced; new requests go to {r.endpoint}", file=sys.stderr)
+        if len(replicas) != len(dispatcher.replicas) and not told_size:
             told_size = True
             print(
-                f"note: the fleet now has {len(endpoints)} replicas, this run keeps its {len(dispatcher.replicas)}; "
+                f"note: the fleet now has {len(replicas)} replicas, this run keeps its {len(dispatcher.replicas)}; "
                 "stop it (Ctrl-C) and run the same command to resume on all of them",
                 file=sys.stderr,
             )
