@@ -71,7 +71,7 @@ def test_loss_mask_covers_exactly_the_assistant_turns(results, tokenizer, kind):
     rows = [r for r in results if r["meta"]["kind"] == kind]
     assert rows, f"the fixture run has no {kind} rows"
     for rec in rows:
-        row = fmt.convert(rec)
+        [row] = fmt.convert(rec)
         ids, mask = row["input_ids"], row["loss_mask"]
         assert tokenizer.decode(ids, skip_special_tokens=False) == smol_text(rec["messages"])
         expected = [m["content"] + "<|im_end|>" for m in rec["messages"] if m["role"] == "assistant"]
@@ -98,19 +98,19 @@ def _reasoning_rec() -> dict:
 
 def test_reasoning_is_supervised_or_context_by_option(tokenizer):
     keep_all = "{%- set keep_all = true -%}" + QWEN_LIKE
-    train = _fmt(tokenizer, keep_all).convert(_reasoning_rec())
+    [train] = _fmt(tokenizer, keep_all).convert(_reasoning_rec())
     runs = masked_runs(tokenizer, train["input_ids"], train["loss_mask"])
     assert runs == [
         '<think>\nCall the tool.\n</think>\n\n<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call><|im_end|>',
         "<think>\nTool says 3.\n</think>\n\nIt is 3 C.<|im_end|>",
     ]
-    ctx = _fmt(tokenizer, keep_all, reasoning="context").convert(_reasoning_rec())
+    [ctx] = _fmt(tokenizer, keep_all, reasoning="context").convert(_reasoning_rec())
     assert ctx["input_ids"] == train["input_ids"]
     assert masked_runs(tokenizer, ctx["input_ids"], ctx["loss_mask"]) == [
         '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call><|im_end|>',
         "It is 3 C.<|im_end|>",
     ]
-    dropped = _fmt(tokenizer, keep_all, reasoning="drop").convert(_reasoning_rec())
+    [dropped] = _fmt(tokenizer, keep_all, reasoning="drop").convert(_reasoning_rec())
     assert "think" not in tokenizer.decode(dropped["input_ids"])
 
 

@@ -34,7 +34,7 @@ def _shape(value):
 def test_specforge_rows_round_trip_field_for_field():
     fmt = SpecForgeFormat(ExportConfig(results_dir=Path("."), output=Path("x.jsonl")))
     for ref in read_jsonl(SPECFORGE_ROWS):
-        got = fmt.convert(_as_result(ref))
+        [got] = fmt.convert(_as_result(ref))
         assert got["id"] == f"{ref['id']}#0"  # one row per (id, sample): the stable row id names the sample
         assert {k: v for k, v in got.items() if k != "id"} == {k: v for k, v in ref.items() if k != "id"}
 
@@ -49,7 +49,7 @@ def test_real_run_rows_have_specforges_fields_and_types(run_dir, results):
                 msg_shapes.setdefault(k, _shape(v))
     fmt = SpecForgeFormat(ExportConfig(results_dir=run_dir, output=Path("x.jsonl")))
     for rec in results:
-        row = fmt.convert(rec)
+        [row] = fmt.convert(rec)
         # SpecForge passes unknown top-level columns to the chat template: there must be none.
         assert set(row) <= top_keys
         assert isinstance(row["id"], str) and isinstance(row["conversations"], list)

@@ -62,22 +62,23 @@ def _one(rec: dict[str, Any], fmt: Format, config: ExportConfig, sinks: dict[str
         summary.filtered[reason] += 1
         return
     try:
-        row = fmt.convert(rec)
+        rows = fmt.convert(rec)
     except RowRejected as e:
         summary.failed[e.reason] += 1
         if len(summary.failed_examples) < MAX_EXAMPLES:
             summary.failed_examples.append(f"{rec.get('id')}#{rec.get('sample')}: {e.reason}")
         return
-    supervised = fmt.supervised_tokens(row, rec)
-    if config.format == "tokens" and supervised < config.min_supervised_tokens:
-        summary.filtered[f"fewer than {config.min_supervised_tokens} supervised tokens"] += 1
-        return
     split = split_of(str(rec["id"]), config.eval_fraction, config.split_salt)
-    sinks[split].write(row)
-    summary.written[split] += 1
-    summary.supervised_tokens += supervised
-    if "input_ids" in row:
-        summary.total_tokens += len(row["input_ids"])
+    for row in rows:
+        supervised = fmt.supervised_tokens(row, rec)
+        if config.format == "tokens" and supervised < config.min_supervised_tokens:
+            summary.filtered[f"fewer than {config.min_supervised_tokens} supervised tokens"] += 1
+            continue
+        sinks[split].write(row)
+        summary.written[split] += 1
+        summary.supervised_tokens += supervised
+        if "input_ids" in row:
+            summary.total_tokens += len(row["input_ids"])
 
 
 class _JsonlSink:

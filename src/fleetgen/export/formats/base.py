@@ -1,10 +1,12 @@
-"""What every export format is: a converter from one result record to one training row."""
+"""What every export format is: a converter from one result record to its training rows (usually one)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from fleetgen.export.config import ExportConfig
+
+Row = dict[str, Any]
 
 # The message fields chat templates and trainers read; everything else (meta, timing) stays in results.
 MESSAGE_KEYS = ("role", "content", "reasoning_content", "tool_calls", "tool_call_id", "name")
@@ -19,17 +21,18 @@ class RowRejected(Exception):
 
 
 class Format:
-    """A converter; `convert` returns the row as a dict or raises RowRejected."""
+    """A converter; `convert` returns the record's rows, or raises RowRejected for the whole record."""
 
     name: str = ""
 
     def __init__(self, config: ExportConfig) -> None:
         self.config = config
 
-    def convert(self, rec: dict[str, Any]) -> dict[str, Any]:
+    def convert(self, rec: dict[str, Any]) -> list[Row]:
+        """One row per record, or several where the format must split it (tokens, for templates that rewrite turns)."""
         raise NotImplementedError
 
-    def supervised_tokens(self, row: dict[str, Any], rec: dict[str, Any]) -> int:
+    def supervised_tokens(self, row: Row, rec: dict[str, Any]) -> int:
         """Tokens the trainer will learn from in this row (server count for text formats)."""
         return int((rec.get("usage") or {}).get("completion_tokens") or 0)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fleetgen.export.formats.base import Format, RowRejected
+from fleetgen.export.formats.base import Format, Row, RowRejected
 from fleetgen.export.results import row_id
 
 SPEAKER = {"system": "system", "user": "human", "assistant": "gpt", "tool": "observation"}
@@ -19,7 +19,7 @@ SPEAKER = {"system": "system", "user": "human", "assistant": "gpt", "tool": "obs
 class ShareGPTFormat(Format):
     name = "sharegpt"
 
-    def convert(self, rec: dict[str, Any]) -> dict[str, Any]:
+    def convert(self, rec: dict[str, Any]) -> list[Row]:
         turns: list[dict[str, str]] = []
         for m in rec["messages"]:
             role = m.get("role")
@@ -41,7 +41,7 @@ class ShareGPTFormat(Format):
                     )
                 continue
             turns.append({"from": SPEAKER[role], "value": m.get("content") or ""})
-        row: dict[str, Any] = {"id": row_id(rec), "conversations": turns}
+        row: Row = {"id": row_id(rec), "conversations": turns}
         if rec.get("tools"):
             row["tools"] = json.dumps(rec["tools"])
-        return row
+        return [row]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleetgen.export.formats.base import Format, clean_message
+from fleetgen.export.formats.base import Format, Row, clean_message
 from fleetgen.export.results import row_id
 
 # Fields SpecForge's ThinkingParser keeps on a message (GeneralParser keeps role, content, tool_calls).
@@ -18,12 +18,12 @@ SPECFORGE_MESSAGE_KEYS = ("role", "content", "reasoning_content", "tool_calls", 
 class SpecForgeFormat(Format):
     name = "specforge"
 
-    def convert(self, rec: dict[str, Any]) -> dict[str, Any]:
+    def convert(self, rec: dict[str, Any]) -> list[Row]:
         convs = []
         for m in rec["messages"]:
             msg = clean_message(m, self.config.reasoning)
             convs.append({k: msg[k] for k in SPECFORGE_MESSAGE_KEYS if k in msg})
-        row: dict[str, Any] = {"id": row_id(rec), "conversations": convs}
+        row: Row = {"id": row_id(rec), "conversations": convs}
         if rec.get("tools"):
             row["tools"] = rec["tools"]
-        return row
+        return [row]

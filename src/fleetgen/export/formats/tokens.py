@@ -18,7 +18,7 @@ from typing import Any
 
 from fleetgen.errors import ConfigError, InputError
 from fleetgen.export.config import ExportConfig
-from fleetgen.export.formats.base import Format, RowRejected, clean_message
+from fleetgen.export.formats.base import Format, Row, RowRejected, clean_message
 from fleetgen.export.results import row_id
 
 THINK_CLOSE = "</think>"
@@ -116,7 +116,7 @@ class TokensFormat(Format):
             raise RowRejected("assistant content is not in its rendered turn")
         return start, end
 
-    def convert(self, rec: dict[str, Any]) -> dict[str, Any]:
+    def convert(self, rec: dict[str, Any]) -> list[Row]:
         messages = [clean_message(m, self.config.reasoning) for m in rec["messages"]]
         full, spans = self.spans(messages, rec.get("tools"))
         enc = self.tok(full, add_special_tokens=False, return_offsets_mapping=True)
@@ -137,13 +137,15 @@ class TokensFormat(Format):
             for t in inside:
                 mask[t] = 1
             self._round_trip(ids, inside, full[span.start : span.end], assistants[span.turn])
-        return {
-            "id": row_id(rec),
-            "prompt_id": str(rec["id"]),
-            "sample": int(rec.get("sample") or 0),
-            "input_ids": ids,
-            "loss_mask": mask,
-        }
+        return [
+            {
+                "id": row_id(rec),
+                "prompt_id": str(rec["id"]),
+                "sample": int(rec.get("sample") or 0),
+                "input_ids": ids,
+                "loss_mask": mask,
+            }
+        ]
 
     def _round_trip(self, ids: list[int], run: list[int], text: str, m: dict[str, Any]) -> None:
         """Decoded masked tokens must give back the supervised text, which must hold the regenerated answer."""
@@ -159,7 +161,7 @@ class TokensFormat(Format):
         if reasoning and self.config.reasoning == "train" and reasoning not in decoded:
             raise RowRejected("round-trip: reasoning missing from the masked tokens")
 
-    def supervised_tokens(self, row: dict[str, Any], rec: dict[str, Any]) -> int:
+    def supervised_tokens(self, row: Row, rec: dict[str, Any]) -> int:
         return sum(row["loss_mask"])
 
 
