@@ -117,7 +117,8 @@ class StandinServer:
         def serve() -> None:
             self._loop = asyncio.new_event_loop()
             asyncio.set_event_loop(self._loop)
-            self._runner = web.AppRunner(self.app())
+            # Hung handlers (the hang faults) are cancelled after 1 s, not 60: stop() then really stops.
+            self._runner = web.AppRunner(self.app(), shutdown_timeout=1.0)
             self._loop.run_until_complete(self._runner.setup())
             site = web.TCPSite(self._runner, "127.0.0.1", port)
             self._loop.run_until_complete(site.start())
