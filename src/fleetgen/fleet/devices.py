@@ -90,7 +90,10 @@ def claim_cores(count: int, lock_dir: Path, cores: list[int] | None = None) -> t
     for core in sorted(cores if cores is not None else os.sched_getaffinity(0)):
         if len(held) == count:
             break
-        fd = os.open(lock_dir / f"core-{core}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fd = os.open(lock_dir / f"core-{core}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        except OSError:
+            continue  # another user's claim file: not ours to take
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
