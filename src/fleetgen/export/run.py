@@ -68,6 +68,9 @@ def _one(rec: dict[str, Any], fmt: Format, config: ExportConfig, sinks: dict[str
         if len(summary.failed_examples) < MAX_EXAMPLES:
             summary.failed_examples.append(f"{rec.get('id')}#{rec.get('sample')}: {e.reason}")
         return
+    if len(rows) > 1:
+        summary.split_conversations += 1
+        summary.split_rows += len(rows)
     split = split_of(str(rec["id"]), config.eval_fraction, config.split_salt)
     for row in rows:
         supervised = fmt.supervised_tokens(row, rec)

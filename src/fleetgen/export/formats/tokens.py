@@ -2,13 +2,22 @@
 
 How the mask is found, for any template: for assistant turn i the template renders the history
 with a generation prompt (what the server saw before it answered) and then the history with the
-turn itself; the turn's text is the difference. The full conversation must start with every such
-rendering (templates that rewrite earlier turns, e.g. Qwen3 dropping old reasoning, fail here,
-loudly, instead of training on text the target never saw). The supervised text runs from the
-end of the generation prompt to the end-of-turn token inclusive; with reasoning "context" it
-starts at the answer instead. Tokens come from one encoding of the whole text with offsets; a
-token that straddles a span edge is a failure, and the round-trip check decodes each masked run
-and compares it with the supervised text and the regenerated message.
+turn itself; the turn's text is the difference. When the full conversation starts with every such
+rendering (the template is prefix-stable for it), it is one row with every assistant turn
+supervised. Templates that rewrite earlier turns are not: Qwen3's drops the reasoning of assistant
+turns before the last user message. Such a conversation is split into rows that each end at an
+assistant turn and hold the rendering of the messages up to it, which is what the server saw when
+it generated that turn (earlier turns as the template renders them then, as unsupervised
+context). Consecutive turns that a later rendering keeps unchanged share its row (with Qwen3 and
+reasoning on every turn: one row per user turn), so no turn is supervised twice, and none in text
+the target never saw. A split row's id is `<prompt id>#<sample>/turn<k>`, k the 0-based index of
+its last assistant turn; `prompt_id` and `sample` stay those of the conversation.
+
+The supervised text runs from the end of the generation prompt to the end-of-turn token
+inclusive; with reasoning "context" it starts at the answer instead. Tokens come from one
+encoding of each row's text with offsets; a token that straddles a span edge is a failure, and
+the round-trip check decodes each masked run and compares it with the supervised text and the
+regenerated message. Any failure rejects the whole conversation.
 """
 
 from __future__ import annotations
@@ -25,12 +34,22 @@ THINK_CLOSE = "</think>"
 
 
 @dataclass(frozen=True)
-class Span:
-    """Character range [start, end) of one supervised assistant turn in the rendered text."""
+class Turn:
+    """One assistant turn: the rendering of the messages through it, and its supervised characters there."""
 
+    index: int  # among the assistant turns, 0-based
+    message: dict[str, Any]
+    text: str
     start: int
     end: int
-    turn: int
+
+
+@dataclass(frozen=True)
+class Piece:
+    """The text of one row and the turns it supervises (each turn's characters are valid in `text`)."""
+
+    text: str
+    turns: list[Turn]
 
 
 def load_tokenizer(name: str) -> Any:
@@ -75,10 +94,9 @@ class TokensFormat(Format):
         except Exception as e:  # jinja raises TemplateError and friends for messages it refuses
             raise RowRejected(f"chat template refused the conversation: {type(e).__name__}") from None
 
-    def spans(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> tuple[str, list[Span]]:
-        """The full rendered text and the supervised character span of each assistant turn."""
-        full = self.render(messages, tools, gen=False)
-        spans = []
+    def turns(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[Turn]:
+        """Each assistant turn as the server saw it: rendered with the history before it."""
+        turns = []
         for i, m in enumerate(messages):
             if m["role"] != "assistant":
                 continue
@@ -86,12 +104,23 @@ class TokensFormat(Format):
             upto = self.render(messages[: i + 1], tools, gen=False)
             if not upto.startswith(before):
                 raise RowRejected("template renders an assistant turn unlike its generation prompt")
-            if not full.startswith(upto):
-                raise RowRejected("template rewrites earlier turns (not prefix-stable)")
-            body = upto[len(before) :]
-            start, end = self._supervised(body, m)
-            spans.append(Span(len(before) + start, len(before) + end, len(spans)))
-        return full, spans
+            start, end = self._supervised(upto[len(before) :], m)
+            turns.append(Turn(len(turns), m, upto, len(before) + start, len(before) + end))
+        return turns
+
+    def pieces(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[Piece]:
+        """The whole conversation when the template is prefix-stable for it; else one piece per run of turns it keeps."""
+        turns = self.turns(messages, tools)
+        full = self.render(messages, tools, gen=False)
+        if all(full.startswith(t.text) for t in turns):
+            return [Piece(full, turns)]
+        runs: list[list[Turn]] = []
+        for t in turns:
+            if runs and t.text.startswith(runs[-1][-1].text):
+                runs[-1].append(t)  # the earlier turns of the run are unchanged in this rendering
+            else:
+                runs.append([t])
+        return [Piece(run[-1].text, run) for run in runs]
 
     def _supervised(self, body: str, m: dict[str, Any]) -> tuple[int, int]:
         """Within one turn's rendered text: from its first generated character to the end-of-turn token."""
@@ -118,34 +147,42 @@ class TokensFormat(Format):
 
     def convert(self, rec: dict[str, Any]) -> list[Row]:
         messages = [clean_message(m, self.config.reasoning) for m in rec["messages"]]
-        full, spans = self.spans(messages, rec.get("tools"))
-        enc = self.tok(full, add_special_tokens=False, return_offsets_mapping=True)
+        pieces = self.pieces(messages, rec.get("tools"))
+        rows = []
+        for piece in pieces:
+            ids, mask = self._tokens(piece)
+            rid = row_id(rec) if len(pieces) == 1 else f"{row_id(rec)}/turn{piece.turns[-1].index}"
+            rows.append(
+                {
+                    "id": rid,
+                    "prompt_id": str(rec["id"]),
+                    "sample": int(rec.get("sample") or 0),
+                    "input_ids": ids,
+                    "loss_mask": mask,
+                }
+            )
+        return rows
+
+    def _tokens(self, piece: Piece) -> tuple[list[int], list[int]]:
+        """Token ids of the piece's text and the mask of its turns, each turn checked by a round trip."""
+        enc = self.tok(piece.text, add_special_tokens=False, return_offsets_mapping=True)
         ids: list[int] = enc["input_ids"]
         offsets: list[tuple[int, int]] = enc["offset_mapping"]
         if self.config.max_length and len(ids) > self.config.max_length:
             raise RowRejected(f"longer than max_length {self.config.max_length}")
         mask = [0] * len(ids)
-        assistants = [m for m in messages if m["role"] == "assistant"]
-        for span in spans:
+        for turn in piece.turns:
             inside = []
             for t, (a, b) in enumerate(offsets):
-                if b <= span.start or a >= span.end or a == b:
+                if b <= turn.start or a >= turn.end or a == b:
                     continue
-                if a < span.start or b > span.end:
+                if a < turn.start or b > turn.end:
                     raise RowRejected("a token straddles an assistant span edge")
                 inside.append(t)
             for t in inside:
                 mask[t] = 1
-            self._round_trip(ids, inside, full[span.start : span.end], assistants[span.turn])
-        return [
-            {
-                "id": row_id(rec),
-                "prompt_id": str(rec["id"]),
-                "sample": int(rec.get("sample") or 0),
-                "input_ids": ids,
-                "loss_mask": mask,
-            }
-        ]
+            self._round_trip(ids, inside, piece.text[turn.start : turn.end], turn.message)
+        return ids, mask
 
     def _round_trip(self, ids: list[int], run: list[int], text: str, m: dict[str, Any]) -> None:
         """Decoded masked tokens must give back the supervised text, which must hold the regenerated answer."""
