@@ -64,9 +64,11 @@ def cmd_export(
     cfg = validate(ExportConfig, data, source="flags")
     s = export(cfg)
 
-    t = Table(title=f"export {s.format}: {s.rows_written} of {s.read} rows", title_justify="left")
+    t = Table(title=f"export {s.format}: {s.rows_written} rows from {s.read} records", title_justify="left")
     t.add_column("outcome")
     t.add_column("rows", justify="right")
+    if s.split_conversations:
+        t.add_row(f"split per turn (template rewrites earlier turns): {s.split_conversations} conversations", f"+{s.extra_rows}")
     for split_name, path in s.outputs.items():
         t.add_row(f"written {split_name} -> {path}", str(s.written.get(split_name, 0)))
     for reason, n in s.filtered.most_common():
