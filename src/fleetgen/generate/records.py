@@ -181,14 +181,18 @@ def _drop_nulls(value: Any) -> Any:
 def read_prompts(path: Path) -> Iterator[PromptRecord | BadRow]:
     """Stream normalized records; bad rows come out as BadRow naming the line, in order."""
     for n, row in iter_rows(path):
-        if isinstance(row, BadRow):
-            yield row
-            continue
-        try:
-            yield normalize(row, n)
-        except RecordError as e:
-            rid = row.get("id") if isinstance(row, dict) and isinstance(row.get("id"), str) else None
-            yield BadRow(n, str(e), rid)
+        yield prompt_of(n, row)
+
+
+def prompt_of(n: int, row: Any | BadRow) -> PromptRecord | BadRow:
+    """One row from `iter_rows` as a normalized record, or a BadRow naming line `n` and what is wrong."""
+    if isinstance(row, BadRow):
+        return row
+    try:
+        return normalize(row, n)
+    except RecordError as e:
+        rid = row.get("id") if isinstance(row, dict) and isinstance(row.get("id"), str) else None
+        return BadRow(n, str(e), rid)
 
 
 def fingerprint(path: Path) -> tuple[str, int]:
