@@ -49,6 +49,20 @@ def test_done_set_reads_keys_by_id_including_escaped_ids_and_row_errors(tmp_path
     assert done.results == 2 and done.errors == 2
 
 
+def test_done_set_reads_every_id_as_json_would(tmp_path):
+    """Ids made of quotes, backslashes, escapes and non-ASCII: the scan's regex must read each exactly."""
+    import random
+
+    rng = random.Random(3)
+    keys = {("".join(rng.choice('a"\\\n\u00e9/') for _ in range(rng.randrange(6))), rng.randrange(12)) for _ in range(3000)}
+    lines = [line(rid, k, messages=[{"content": 'x"y\\'}]) for rid, k in sorted(keys)]
+    lines.insert(5, line(None, 0) + line("n", None))  # no key: not done
+    (tmp_path / RESULTS).write_bytes(b"".join(lines))
+    done = load_done(tmp_path)
+    assert done._samples == {rid: sum(1 << k for r, k in keys if r == rid) for rid, _ in keys}
+    assert done.results == len(keys)
+
+
 def test_identity_mismatch_is_refused_unless_forced(tmp_path):
     ident = {"prompts": {"sha256": "ab", "rows": 3}, "model": "m", "sampling": {"temperature": 0.7}}
     check_identity(tmp_path, ident, force=False)
