@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -25,9 +26,10 @@ from fleetgen.generate.dispatcher import Dispatcher, DispatchPolicy
 from fleetgen.generate.fleet_watch import follow_fleet
 from fleetgen.generate.journal import STATS, DoneSet, Journal, check_identity, write_atomic
 from fleetgen.generate.outcomes import Batch, Failed, Outcome, Skipped, record
-from fleetgen.generate.records import BadRow, PromptRecord, fingerprint, read_prompts
+from fleetgen.generate.records import BadRow, PromptRecord, fingerprint, iter_rows, prompt_of
 from fleetgen.generate.stats import Clock, Stats
 from fleetgen.generate.writer import Writer
+from fleetgen.records import ROLES
 
 # What to do about a bad input row, appended to its reason in errors.jsonl.
 ROW_HINT = "fix or drop the row in the prompt file, then rerun with --retry-errors --force (the file changed)"
@@ -205,6 +207,11 @@ class FirstLines:
         self._lines = array("I", bytes(4 << bits))
         self._n = 0
 
+    @classmethod
+    def for_rows(cls, rows: int) -> FirstLines:
+        """A table that holds `rows` ids without growing (each doubling rehashes every slot in Python)."""
+        return cls(max(16, (4 * rows // 3 + 1).bit_length()))
+
     def __len__(self) -> int:
         return self._n
 
@@ -247,6 +254,10 @@ _U64 = (1 << 64) - 1
 
 class _Loop:
     """Keeps `capacity` samples in flight, hands outcomes to the writer, stops on signal or lost fleet."""
+
+    # Skip finished rows before normalizing them (see _work). Off only in tests and the benchmark,
+    # where every row then takes the full path, as before the fast skip existed.
+    fast_skip = True
 
     def __init__(self, session: Session, writer: Writer, done: DoneSet, stats: Stats, stop: _Stop) -> None:
         self.s = session
@@ -369,18 +380,35 @@ class _Loop:
     def _work(self) -> Iterator[tuple[PromptRecord, int] | Failed]:
         """(prompt, sample) pairs not yet recorded, in file order; bad rows as row-level Failed."""
         samples = self.config.samples
-        first_line = FirstLines()
+        done, bad_lines = self.done, self.done.bad_lines
+        first_line = FirstLines.for_rows(self.stats.total // samples)  # total: rows x samples
+        has_all, claim, fast = done.has_all, first_line.setdefault, self.fast_skip
         skipped = Batch()
-        for item in read_prompts(self.config.prompts):
+        for line, row in iter_rows(self.config.prompts):
+            # Fast skip: a finished row is skipped without normalizing it (a resume of a finished run
+            # is mostly this). It takes only rows the full path below would skip too, with the same
+            # effects (counted as resumed, its id's first line claimed, nothing written):
+            # - `_surely_valid` passes only rows normalize accepts, so a row it would refuse never
+            #   claims its id (the full path writes that row's error, and a later line of the id
+            #   becomes the first); it runs after `has_all`, so a fresh run pays only the lookup;
+            # - a line recorded as a bad row goes the full path: it may normalize now (a newer
+            #   fleetgen, or --force on a changed file), and then the full path claims its id;
+            # - the claim comes last, only for a row that is skipped: `claim` records the line.
+            if fast and line not in bad_lines:
+                rid = _raw_id(row)
+                if rid is not None and has_all(rid, samples) and _surely_valid(row) and claim(rid, line) == line:
+                    self.stats.resumed += samples  # what record(Skipped(rid, k)) does for each sample
+                    continue
+            item = prompt_of(line, row)
             if isinstance(item, BadRow):
-                if item.line not in self.done.bad_lines:
+                if item.line not in bad_lines:
                     yield Failed(item.id, None, f"line {item.line}: {item.reason}; {ROW_HINT}", "input", item.line)
                 else:
                     self.stats.resumed += 1
                 continue
             seen = first_line.setdefault(item.id, item.line)
             if seen != item.line:
-                if item.line not in self.done.bad_lines:
+                if item.line not in bad_lines:
                     yield Failed(
                         item.id, None, f"line {item.line}: duplicate id {item.id!r} (first on line {seen}); {ROW_HINT}",
                         "input", item.line,
@@ -388,10 +416,47 @@ class _Loop:
                 else:
                     self.stats.resumed += 1
                 continue
-            todo = [k for k in range(samples) if (item.id, k) not in self.done]
+            todo = [k for k in range(samples) if (item.id, k) not in done]
             for k in range(samples - len(todo)):
-                record(Skipped(item.id, k), skipped, self.done, self.stats)
+                record(Skipped(item.id, k), skipped, done, self.stats)
             if todo:
                 self._remaining[item.id] = len(todo)
             for k in todo:
                 yield item, k
+
+
+def _raw_id(row: Any) -> str | None:
+    """The id `normalize` gives a row when it takes it as is (a non-empty str, or an int as str); else None."""
+    rid = row.get("id") if type(row) is dict else None
+    if type(rid) is str:  # type(), not isinstance, here and below: a bool is an int, and normalize refuses it
+        return rid or None
+    if type(rid) is int:
+        return str(rid)
+    return None  # no id (normalize hashes the content), or one it refuses
+
+
+def _surely_valid(row: dict[str, Any]) -> bool:
+    """True only for a row that `normalize` accepts; False when unsure (the full path decides).
+
+    A narrow, conservative subset: OpenAI `messages`, each a dict with a known role, string content
+    and tool_calls absent or a list; a user turn first after system turns; tools a list of dicts, meta
+    a dict. Anything else (SpecForge/ShareGPT rows, content parts, JSON-in-string fields) is unsure.
+    """
+    messages = row.get("messages")
+    if type(messages) is not list:
+        return False
+    first = None
+    for m in messages:
+        if type(m) is not dict or type(m.get("content")) is not str or m.get("role") not in ROLES:
+            return False
+        tool_calls = m.get("tool_calls")
+        if tool_calls is not None and type(tool_calls) is not list:
+            return False
+        if first is None and m["role"] != "system":
+            first = m["role"]
+    tools, meta = row.get("tools"), row.get("meta")
+    return (
+        first == "user"
+        and (meta is None or type(meta) is dict)
+        and (tools is None or (type(tools) is list and all(type(t) is dict for t in tools)))
+    )
