@@ -4,12 +4,16 @@
    one write and one fsync per batch of `--batch`), rows/s;
 2. resume: a child process runs the real `generate()` on the finished directory against the NULL
    SERVER (bench/null_server.py): fingerprint, torn-tail repair, done-set scan and the skip pass over
-   every prompt; wall time, the Journal.open share, and the child's peak RSS;
+   every prompt; wall and CPU time, the fingerprint and Journal.open shares, and the child's peak RSS.
+   Two arms on the same file, alternating `--repeats` times: "before" puts back the code before the
+   fast skip (every prompt normalized, the original key regex, the duplicate-id table grown from
+   64K slots) by patching the child only; "after" is the code as it is. `process_s` also counts
+   the interpreter's start and imports, i.e. what a user waits for;
 3. stream: M prompt rows generated on the fly into /tmp (deleted afterwards); a child iterates the
    runner's own work iterator (read, normalize, duplicate-id check, done-set check) over all of
    them; rows/s and peak RSS.
 
-Usage: .venv/bin/python bench/journal_bench.py [--rows 1000000] [--stream-rows 10000000] [--out bench/results/journal_bench.json]
+Usage: .venv/bin/python bench/journal_bench.py [--rows 1000000] [--repeats 2] [--stream-rows 10000000] [--out bench/results/journal_bench.json]
 """
 
 from __future__ import annotations
@@ -72,26 +76,40 @@ def bench_write(outdir: Path, n: int, batch: int) -> dict:
     return {"rows": n, "wall_s": wall, "rows_per_s": n / wall, "commits": commits, "bytes": size, "bytes_per_row": size / n}
 
 
-def child_resume(prompts: Path, outdir: Path, endpoint: str) -> None:
+# The done-set key regex before it was unrolled (journal._KEY_RE), for the "before" arm.
+_OLD_KEY_RE = rb'^\{"id":("(?:[^"\\]|\\.)*"|null),"sample":(\d+|null)'
+
+
+def child_resume(prompts: Path, outdir: Path, endpoint: str, arm: str) -> None:
+    import re
+
     import fleetgen.generate.journal as journal_mod
+    import fleetgen.generate.runner as runner_mod
     from fleetgen.generate import GenerateConfig, generate
 
+    if arm == "before":
+        runner_mod._Loop.fast_skip = False
+        journal_mod._KEY_RE = re.compile(_OLD_KEY_RE)
+        runner_mod.FirstLines.for_rows = classmethod(lambda cls, rows: cls())
     timings: dict[str, float] = {}
+
+    def timed(name, fn):
+        def wrapper(*a, **kw):
+            t = time.monotonic()
+            out = fn(*a, **kw)
+            timings[name] = time.monotonic() - t
+            return out
+        return wrapper
+
     real_open = journal_mod.Journal.open.__func__
-
-    def timed_open(cls, *a, **kw):
-        t = time.monotonic()
-        out = real_open(cls, *a, **kw)
-        timings["journal_open_s"] = time.monotonic() - t
-        return out
-
-    journal_mod.Journal.open = classmethod(timed_open)
+    journal_mod.Journal.open = classmethod(timed("journal_open_s", real_open))
+    runner_mod.fingerprint = timed("fingerprint_s", runner_mod.fingerprint)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     cfg = GenerateConfig(prompts=prompts, output_dir=outdir, endpoints=[endpoint], model="null", max_tokens=2048)
-    t0 = time.monotonic()
+    t0, c0 = time.monotonic(), time.process_time()
     stats = generate(cfg, handle_signals=False)
-    wall = time.monotonic() - t0
-    print(json.dumps({"wall_s": wall, **timings, "resumed": stats.resumed, "ok": stats.ok,
+    wall, cpu = time.monotonic() - t0, time.process_time() - c0
+    print(json.dumps({"arm": arm, "wall_s": wall, "cpu_s": cpu, **timings, "resumed": stats.resumed, "ok": stats.ok,
                       "rss_before_mib": base / 1024, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
@@ -131,8 +149,13 @@ def _record_identity(prompts: Path, outdir: Path) -> None:
 
 
 def _child(*args: str) -> dict:
+    t0 = time.monotonic()
     out = subprocess.run([sys.executable, __file__, "--child", *args], check=True, capture_output=True, text=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return {**json.loads(out.stdout.strip().splitlines()[-1]), "process_s": time.monotonic() - t0}
+
+
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
 
 
 def main() -> None:
@@ -142,13 +165,15 @@ def main() -> None:
     ap.add_argument("--outdir", type=Path)
     ap.add_argument("--endpoint")
     ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--repeats", type=int, default=2, help="resume runs per arm, alternating")
+    ap.add_argument("--arm", choices=["before", "after"], default="after")
     ap.add_argument("--batch", type=int, default=512)
     ap.add_argument("--stream-rows", type=int, default=10_000_000)
     ap.add_argument("--workdir", type=Path, default=Path("/tmp"))
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/journal_bench.json")
     args = ap.parse_args()
     if args.child == "resume":
-        return child_resume(args.prompts, args.outdir, args.endpoint)
+        return child_resume(args.prompts, args.outdir, args.endpoint, args.arm)
     if args.child == "stream":
         return child_stream(args.prompts)
 
@@ -167,11 +192,22 @@ def main() -> None:
             w = report["write"]
             print(f"write {w['rows']:,} rows: {w['wall_s']:.1f} s, {w['rows_per_s']:,.0f} rows/s, {w['commits']} fsynced commits, "
                   f"{w['bytes_per_row']:.0f} B/row", flush=True)
-            report["resume"] = r = _child("resume", "--prompts", str(prompts), "--outdir", str(outdir),
-                                          "--endpoint", f"http://127.0.0.1:{port}")
-            assert r["resumed"] == args.rows and r["ok"] == 0, r
-            print(f"resume {args.rows:,} rows: {r['wall_s']:.2f} s (Journal.open {r['journal_open_s']:.2f} s), "
-                  f"peak RSS {r['peak_rss_mib']:.0f} MiB (interpreter + imports {r['rss_before_mib']:.0f})", flush=True)
+            runs: dict[str, list[dict]] = {"before": [], "after": []}
+            for _ in range(args.repeats):
+                for arm in runs:
+                    r = _child("resume", "--arm", arm, "--prompts", str(prompts), "--outdir", str(outdir),
+                               "--endpoint", f"http://127.0.0.1:{port}")
+                    assert r["resumed"] == args.rows and r["ok"] == 0, r
+                    runs[arm].append(r)
+                    print(f"resume {args.rows:,} rows, {arm}: {r['wall_s']:.2f} s wall, {r['cpu_s']:.2f} s CPU "
+                          f"(fingerprint {r['fingerprint_s']:.2f} s, Journal.open {r['journal_open_s']:.2f} s), "
+                          f"process {r['process_s']:.2f} s, peak RSS {r['peak_rss_mib']:.0f} MiB", flush=True)
+            medians = {arm: {k: _median([r[k] for r in rs]) for k in ("wall_s", "cpu_s", "journal_open_s", "process_s")}
+                       for arm, rs in runs.items()}
+            ratio = medians["before"]["wall_s"] / medians["after"]["wall_s"]
+            report["resume"] = {"runs": runs, "medians": medians, "before_over_after_wall": ratio}
+            print(f"resume medians: before {medians['before']['wall_s']:.2f} s, after {medians['after']['wall_s']:.2f} s "
+                  f"wall (before / after = {ratio:.2f})", flush=True)
             shutil.rmtree(work / "out")
             prompts.unlink()
         if args.stream_rows:
