@@ -33,3 +33,13 @@ def test_stage_packages_are_not_shadowed_by_functions():
     import fleetgen.generate
 
     assert callable(fleetgen.generate.generate) and callable(fleetgen.export.export)
+
+
+def test_the_cli_starts_without_the_heavy_stage_libraries():
+    """`fleetgen generate` must not pay for mix's datasketch/scipy or report's matplotlib at start (~0.8 s)."""
+    import subprocess
+    import sys
+
+    code = "import sys, fleetgen.cli.app; print(sorted(m for m in ('datasketch', 'scipy', 'matplotlib') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -20,7 +20,6 @@ import unicodedata
 import zlib
 
 import numpy as np
-from datasketch import MinHash, MinHashLSH
 
 from fleetgen.records import PromptRecord
 
@@ -52,6 +51,8 @@ class Signer:
 
     def __init__(self, num_perm: int, seed: int = 1) -> None:
         self.num_perm = num_perm
+        from datasketch import MinHash  # imported here: it pulls in scipy, ~0.5 s of every CLI start
+
         # One MinHash reused per text: building one re-validates its permutations each time.
         self._m = MinHash(num_perm=num_perm, seed=seed, hashfunc=zlib.crc32)
         self._empty = self._m.hashvalues.copy()
@@ -69,6 +70,8 @@ class Signer:
 
 def lsh_params(threshold: float, num_perm: int) -> tuple[int, int]:
     """(bands, rows per band) that datasketch's MinHashLSH picks for this threshold."""
+    from datasketch import MinHashLSH
+
     lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
     return lsh.b, lsh.r
 
