@@ -18,7 +18,8 @@ from fleetgen.generate import GenerateConfig, generate
 from fleetgen.generate import runner as runner_mod
 from fleetgen.generate.journal import ERRORS, RESULTS, DoneSet, dumps_line
 from fleetgen.generate.records import normalize
-from fleetgen.generate.runner import _Loop, _raw_id, _surely_valid
+from fleetgen.generate.records import raw_id, surely_valid
+from fleetgen.generate.runner import _Loop
 from fleetgen.generate.stats import Stats
 from fleetgen.records import RecordError
 
@@ -54,8 +55,8 @@ META = [MISSING, None, {}, {"source": "x"}, [], "m"]
 
 def _plain_id(row) -> str | None:
     """The id the fast skip would use for a row, or None when it leaves the row to the full path."""
-    rid = _raw_id(row)
-    return rid if rid is not None and _surely_valid(row) else None
+    rid = raw_id(row)
+    return rid if rid is not None and surely_valid(row) else None
 
 
 def random_row(rng: random.Random):

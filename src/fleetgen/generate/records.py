@@ -57,6 +57,43 @@ def normalize(row: Any, line: int) -> PromptRecord:
     return PromptRecord(id=rid, messages=messages, tools=tools, meta=meta, line=line)
 
 
+def raw_id(row: Any) -> str | None:
+    """The id `normalize` gives a row when it takes it as is (a non-empty str, or an int as str); else None."""
+    rid = row.get("id") if type(row) is dict else None
+    if type(rid) is str:  # type(), not isinstance, here and below: a bool is an int, and normalize refuses it
+        return rid or None
+    if type(rid) is int:
+        return str(rid)
+    return None  # no id (normalize hashes the content), or one it refuses
+
+
+def surely_valid(row: dict[str, Any]) -> bool:
+    """True only for a row that `normalize` accepts; False when unsure (the full path decides).
+
+    A narrow, conservative subset: OpenAI `messages`, each a dict with a known role, string content
+    and tool_calls absent or a list; a user turn first after system turns; tools a list of dicts, meta
+    a dict. Anything else (SpecForge/ShareGPT rows, content parts, JSON-in-string fields) is unsure.
+    """
+    messages = row.get("messages")
+    if type(messages) is not list:
+        return False
+    first = None
+    for m in messages:
+        if type(m) is not dict or type(m.get("content")) is not str or m.get("role") not in ROLES:
+            return False
+        tool_calls = m.get("tool_calls")
+        if tool_calls is not None and type(tool_calls) is not list:
+            return False
+        if first is None and m["role"] != "system":
+            first = m["role"]
+    tools, meta = row.get("tools"), row.get("meta")
+    return (
+        first == "user"
+        and (meta is None or type(meta) is dict)
+        and (tools is None or (type(tools) is list and all(type(t) is dict for t in tools)))
+    )
+
+
 def _openai_messages(raw: Any) -> list[dict[str, Any]]:
     if not isinstance(raw, list):
         raise RecordError(f"`messages` must be a list, got {type(raw).__name__}")

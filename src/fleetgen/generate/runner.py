@@ -13,7 +13,6 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import orjson
 
@@ -26,10 +25,9 @@ from fleetgen.generate.dispatcher import Dispatcher, DispatchPolicy
 from fleetgen.generate.fleet_watch import follow_fleet
 from fleetgen.generate.journal import STATS, DoneSet, Journal, check_identity, write_atomic
 from fleetgen.generate.outcomes import Batch, Failed, Outcome, Skipped, record
-from fleetgen.generate.records import BadRow, PromptRecord, fingerprint, iter_rows, prompt_of
+from fleetgen.generate.records import BadRow, PromptRecord, fingerprint, iter_rows, prompt_of, raw_id, surely_valid
 from fleetgen.generate.stats import Clock, Stats
 from fleetgen.generate.writer import Writer
-from fleetgen.records import ROLES
 
 # What to do about a bad input row, appended to its reason in errors.jsonl.
 ROW_HINT = "fix or drop the row in the prompt file, then rerun with --retry-errors --force (the file changed)"
@@ -388,15 +386,15 @@ class _Loop:
             # Fast skip: a finished row is skipped without normalizing it (a resume of a finished run
             # is mostly this). It takes only rows the full path below would skip too, with the same
             # effects (counted as resumed, its id's first line claimed, nothing written):
-            # - `_surely_valid` passes only rows normalize accepts, so a row it would refuse never
+            # - `surely_valid` passes only rows normalize accepts, so a row it would refuse never
             #   claims its id (the full path writes that row's error, and a later line of the id
             #   becomes the first); it runs after `has_all`, so a fresh run pays only the lookup;
             # - a line recorded as a bad row goes the full path: it may normalize now (a newer
             #   fleetgen, or --force on a changed file), and then the full path claims its id;
             # - the claim comes last, only for a row that is skipped: `claim` records the line.
             if fast and line not in bad_lines:
-                rid = _raw_id(row)
-                if rid is not None and has_all(rid, samples) and _surely_valid(row) and claim(rid, line) == line:
+                rid = raw_id(row)
+                if rid is not None and has_all(rid, samples) and surely_valid(row) and claim(rid, line) == line:
                     self.stats.resumed += samples  # what record(Skipped(rid, k)) does for each sample
                     continue
             item = prompt_of(line, row)
@@ -424,39 +422,3 @@ class _Loop:
             for k in todo:
                 yield item, k
 
-
-def _raw_id(row: Any) -> str | None:
-    """The id `normalize` gives a row when it takes it as is (a non-empty str, or an int as str); else None."""
-    rid = row.get("id") if type(row) is dict else None
-    if type(rid) is str:  # type(), not isinstance, here and below: a bool is an int, and normalize refuses it
-        return rid or None
-    if type(rid) is int:
-        return str(rid)
-    return None  # no id (normalize hashes the content), or one it refuses
-
-
-def _surely_valid(row: dict[str, Any]) -> bool:
-    """True only for a row that `normalize` accepts; False when unsure (the full path decides).
-
-    A narrow, conservative subset: OpenAI `messages`, each a dict with a known role, string content
-    and tool_calls absent or a list; a user turn first after system turns; tools a list of dicts, meta
-    a dict. Anything else (SpecForge/ShareGPT rows, content parts, JSON-in-string fields) is unsure.
-    """
-    messages = row.get("messages")
-    if type(messages) is not list:
-        return False
-    first = None
-    for m in messages:
-        if type(m) is not dict or type(m.get("content")) is not str or m.get("role") not in ROLES:
-            return False
-        tool_calls = m.get("tool_calls")
-        if tool_calls is not None and type(tool_calls) is not list:
-            return False
-        if first is None and m["role"] != "system":
-            first = m["role"]
-    tools, meta = row.get("tools"), row.get("meta")
-    return (
-        first == "user"
-        and (meta is None or type(meta) is dict)
-        and (tools is None or (type(tools) is list and all(type(t) is dict for t in tools)))
-    )
