@@ -131,7 +131,7 @@ def test_bad_rows_go_to_errors_with_reasons_and_good_rows_complete(cpu_fleet, tm
     by_line = {e["line"]: e for e in errors}
     expect = {
         4: "malformed JSON", 5: "empty conversation", 6: "must start with a user message",
-        7: "unknown role 'narrator'", 8: "content must be a string, got dict", 9: "maximum context length",
+        7: "unknown role 'narrator'", 8: "content must be a string or a list of text parts, got dict", 9: "maximum context length",
         10: "duplicate id 'g0' (first on line 1)",
     }
     assert set(by_line) == set(expect)
