@@ -98,8 +98,7 @@ class ReplicaServer:
         node_ip = ray.util.get_node_ip_address()
         gpus = tuple(int(g) for g in ray.get_gpu_ids())
         cpus: tuple[int, ...] = ()
-        if not gpus and cpu_cores:
-            # Own cores for a CPU replica, as a local fleet gives each replica its share.
+        if cpu_cores:  # a CPU replica (0 on GPUs): own cores, as a local fleet gives each replica its share
             cpus, self.core_locks = claim_cores(cpu_cores, Path(tempfile.gettempdir()) / "fleetgen-ray" / "cores")
         spec = dataclasses.replace(
             spec,
