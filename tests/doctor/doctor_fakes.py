@@ -155,7 +155,7 @@ class FakeMachine:
         d = self.pymods / f"{name.replace('-', '_')}-{version}.dist-info"
         shutil.rmtree(d, ignore_errors=True)
         d.mkdir(parents=True)
-        meta = [f"Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"] + [f"Requires-Dist: {r}" for r in requires]
+        meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"] + [f"Requires-Dist: {r}" for r in requires]
         (d / "METADATA").write_text("\n".join(meta) + "\n")
         for old in self.pymods.glob(f"{name.replace('-', '_')}-*.dist-info"):
             if old != d:
