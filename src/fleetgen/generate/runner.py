@@ -309,19 +309,21 @@ class _Loop:
                     task = asyncio.create_task(self._sample(*item))
                     task.add_done_callback(on_done)
                     pending.add(task)
+            # Before the return below: a stop that lands as the last in-flight samples finish still
+            # leaves work undone, and the run must say so (exit 130), not end as if complete.
+            if self._stop.done() and deadline is None and (pending or not exhausted):
+                deadline = time.monotonic() + self.config.stop_grace_s
+                self.stats.interrupted = True
+                self.stats.stopped_reason = self.stats.stopped_reason or f"stopped by {self._stop.result()}"
+                print(
+                    f"stopping: waiting up to {self.config.stop_grace_s:.0f}s for {len(pending)} sample(s) in flight "
+                    "(again to abandon them)",
+                    file=sys.stderr,
+                )
             if not pending:
                 return
             give_up = False
             if self._stop.done():
-                if deadline is None:
-                    deadline = time.monotonic() + self.config.stop_grace_s
-                    self.stats.interrupted = True
-                    self.stats.stopped_reason = self.stats.stopped_reason or f"stopped by {self._stop.result()}"
-                    print(
-                        f"stopping: waiting up to {self.config.stop_grace_s:.0f}s for {len(pending)} sample(s) in flight "
-                        "(again to abandon them)",
-                        file=sys.stderr,
-                    )
                 if not any(t in pending for t in finished) and not self._hard_stop.done():
                     wake.clear()
                     try:
