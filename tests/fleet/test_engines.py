@@ -165,3 +165,36 @@ def test_compare_configs_reports_each_differing_field():
     )
     assert hard == ["max_model_len: replica 0=2048, replica 1=4096"]
     assert soft and soft[0].startswith("cache.num_gpu_blocks")
+
+
+def test_metrics_text_is_read_by_prometheus_client_parser():
+    """Escaped label values, several label sets summed, and a malformed line that ends the page but keeps what came before."""
+    from fleetgen.fleet.engines.base import metric_labels, metric_totals
+
+    text = (
+        '# TYPE vllm:num_requests_running gauge\n'
+        'vllm:num_requests_running{engine="0"} 2.0\n'
+        'vllm:num_requests_running{engine="1"} 3.0\n'
+        'vllm:cache_config_info{block_size="16",note="say \\"hi\\", then }"} 1.0\n'
+        'this line is not prometheus text\n'
+        'vllm:num_requests_waiting{engine="0"} 9.0\n'
+    )
+    assert metric_totals(text) == {"vllm:num_requests_running": 5.0, "vllm:cache_config_info": 1.0}
+    assert metric_labels(text, "vllm:cache_config_info") == {"block_size": "16", "note": 'say "hi", then }'}
+    assert metric_labels(text, "vllm:absent_info") == {}
+
+
+@pytest.mark.engine
+def test_real_vllm_cpu_metrics_page_is_parsed(cpu_fleet):
+    """The real vLLM-CPU /metrics page (histograms, _created samples, info gauges) through the library parser."""
+    import urllib.request
+
+    text = urllib.request.urlopen(cpu_fleet.endpoints[0] + "/metrics", timeout=10).read().decode()
+    eng = get_engine("vllm")
+    m = eng.parse_metrics(text)
+    assert m.running is not None and m.waiting is not None and m.kv_cache_usage is not None
+    assert m.generation_tokens_total is not None and m.generation_tokens_total >= 0
+    cfg = eng.effective_config({"/metrics": text})
+    recorded = cpu_fleet.replicas[0].effective_config
+    assert cfg["cache.block_size"] == recorded["cache.block_size"]
+    assert cfg["cache.num_gpu_blocks"] == recorded["cache.num_gpu_blocks"]

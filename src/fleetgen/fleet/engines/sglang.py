@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from fleetgen.errors import EngineError
-from fleetgen.fleet.engines.base import Engine, FatalPattern, Metrics, Phase, ReplicaSpec, parse_prometheus
+from fleetgen.fleet.engines.base import Engine, FatalPattern, Metrics, Phase, ReplicaSpec, metric_totals
 
 _P = re.compile
 
@@ -184,7 +184,7 @@ class SglangEngine(Engine):
         return env
 
     def parse_metrics(self, text: str) -> Metrics:
-        m = parse_prometheus(text)
+        m = metric_totals(text)
         extra = {
             k.removeprefix("sglang:"): v
             for k, v in m.items()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from fleetgen.fleet.engines.base import Engine, FatalPattern, Metrics, Phase, ReplicaSpec, parse_prometheus, prometheus_labels
+from fleetgen.fleet.engines.base import Engine, FatalPattern, Metrics, Phase, ReplicaSpec, metric_labels, metric_totals
 
 _P = re.compile
 
@@ -94,7 +94,7 @@ class VllmEngine(Engine):
         return env
 
     def parse_metrics(self, text: str) -> Metrics:
-        m = parse_prometheus(text)
+        m = metric_totals(text)
         return Metrics(
             running=m.get("vllm:num_requests_running"),
             waiting=m.get("vllm:num_requests_waiting"),
@@ -118,7 +118,7 @@ class VllmEngine(Engine):
         metrics = answers.get("/metrics")
         if isinstance(metrics, str):
             # vllm:cache_config_info carries the KV cache layout in its labels.
-            labels = prometheus_labels(metrics, "vllm:cache_config_info")
+            labels = metric_labels(metrics, "vllm:cache_config_info")
             for key in ("block_size", "cache_dtype", "num_gpu_blocks", "enable_prefix_caching", "gpu_memory_utilization"):
                 if key in labels:
                     cfg[f"cache.{key}"] = labels[key]
