@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -19,6 +20,7 @@ from fleetgen.config import validate
 from fleetgen.fleet import FleetConfig, ReplicaProgress, down, fleet_status, up
 from fleetgen.fleet.config import DEFAULT_STATE_DIR
 from fleetgen.fleet.engines import Phase
+from fleetgen.fleet.jobs import JobProgress, read_jobs
 
 console = Console(stderr=True, soft_wrap=True)
 
@@ -103,10 +105,14 @@ def cmd_status(
     api_key: ApiKeyOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:
-    """Show each replica: alive, healthy, probe latency, load, throughput, GPU memory of its processes."""
+    """Show each replica (alive, healthy, latency, load, throughput, memory) and the jobs driving the fleet."""
     fleet, statuses = asyncio.run(fleet_status(state, api_key=api_key))
+    jobs = read_jobs(state)
     if as_json:
-        print(json.dumps({"engine": fleet.engine, "model": fleet.served_model_name, "replicas": [s.to_dict() for s in statuses]}, indent=2))
+        print(json.dumps({
+            "engine": fleet.engine, "model": fleet.served_model_name, "replicas": [s.to_dict() for s in statuses],
+            "jobs": [{**j.model_dump(), "running": running} for j, running in jobs],
+        }, indent=2))
         return
     t = Table(title=f"fleet {fleet.served_model_name} ({fleet.engine})")
     for col in ("replica", "node", "endpoint", "pid", "alive", "healthy", "latency ms", "running", "waiting", "tok/s", "mem MiB", "GPU MiB"):
@@ -119,8 +125,30 @@ def cmd_status(
             _fmt(s.probe_latency_ms), _fmt(s.running), _fmt(s.waiting), _fmt(s.tokens_per_s), _fmt(s.memory_mib), _fmt(s.gpu_memory_mib),
         )
     Console().print(t)
+    for job, running in jobs:
+        Console().print(_job_line(job, running), highlight=False)
     if not all(s.healthy for s in statuses):
         raise typer.Exit(1)
+
+
+def _job_line(j: JobProgress, running: bool) -> str:
+    """One line per job: what it reported last (it rewrites its file every few seconds)."""
+    share = f" ({100 * j.done / j.total:.0f}%)" if j.total else ""
+    line = (f"job pid {j.pid} -> {j.output_dir}: {j.done}/{j.total} done{share}, {j.samples_per_s:.2f} samples/s, "
+            f"{j.output_tokens_per_s:.0f} tok/s, ETA {_duration(j.eta_s)}, {j.errors} errors")
+    if j.metrics_url:
+        line += f", metrics {j.metrics_url}"
+    if not running:
+        ago = time.time() - j.updated_at
+        line = f"[red]not running[/] (last report {_duration(ago)} ago): " + line
+    return line
+
+
+def _duration(s: float | None) -> str:
+    if s is None:
+        return "-"
+    s = int(s)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
 def _fmt(v: float | None) -> str:

@@ -43,6 +43,11 @@ def cmd_generate(
     hedge: Annotated[bool, typer.Option(help=_h(GenerateConfig, "hedge"))] = True,
     retry_errors: Annotated[bool, typer.Option("--retry-errors", help=_h(GenerateConfig, "retry_errors"))] = False,
     force: Annotated[bool, typer.Option("--force", help=_h(GenerateConfig, "force"))] = False,
+    metrics_port: Annotated[Optional[int], typer.Option(help=_h(GenerateConfig, "metrics_port"))] = None,
+    metrics_host: Annotated[str, typer.Option(help=_h(GenerateConfig, "metrics_host"))] = "127.0.0.1",
+    metrics_allow_remote: Annotated[
+        bool, typer.Option("--metrics-allow-remote", help=_h(GenerateConfig, "metrics_allow_remote"))
+    ] = False,
     api_key: Annotated[
         Optional[str],
         typer.Option("--api-key", envvar="FLEETGEN_API_KEY", show_envvar=True, help=_h(GenerateConfig, "api_key")),
@@ -58,6 +63,7 @@ def cmd_generate(
         "concurrency": concurrency, "reasoning": reasoning, "truncation": truncation,
         "context_length": context_length, "dispatch": dispatch, "prefix_affinity": prefix_affinity,
         "hedge": hedge, "retry_errors": retry_errors, "force": force, "api_key": api_key,
+        "metrics_port": metrics_port, "metrics_host": metrics_host, "metrics_allow_remote": metrics_allow_remote,
     }
     base = merge_flags(ctx, flags, config, _FIELD_OF)
     cfg = validate(GenerateConfig, base, source=f"{config} and flags" if config else "flags")

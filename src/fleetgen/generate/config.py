@@ -82,6 +82,16 @@ class GenerateConfig(StrictModel):
     commit_interval_s: float = Field(
         0.2, ge=0, description="Group commit: results gathered for up to this long share one write and fsync."
     )
+    metrics_port: int | None = Field(
+        None, ge=0, le=65535,
+        description="Serve Prometheus metrics of the job on this port (0: a free one, printed at start); off by default.",
+    )
+    metrics_host: str = Field(
+        "127.0.0.1", description="Address the metrics port binds to; a non-loopback one needs metrics_allow_remote."
+    )
+    metrics_allow_remote: bool = Field(
+        False, description="Allow a non-loopback metrics_host: the page shows endpoints and progress (never the API key)."
+    )
 
     @field_validator("endpoints")
     @classmethod
@@ -97,6 +107,17 @@ class GenerateConfig(StrictModel):
         if len(set(out)) != len(out):
             raise ValueError("endpoints must be distinct")
         return out
+
+    @model_validator(mode="after")
+    def _metrics_bind(self) -> GenerateConfig:
+        from fleetgen.fleet.launcher import is_loopback
+
+        if self.metrics_port is not None and not self.metrics_allow_remote and not is_loopback(self.metrics_host):
+            raise ValueError(
+                f"metrics_host {self.metrics_host!r} is not a loopback address: bind 127.0.0.1, "
+                "or set metrics_allow_remote (--metrics-allow-remote) to serve metrics off this host"
+            )
+        return self
 
     @model_validator(mode="after")
     def _one_source(self) -> GenerateConfig:

@@ -3,11 +3,28 @@
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 Clock = Callable[[], float]
+
+
+# Upper bounds (seconds) of the request-latency buckets: a 16-token test answer to a 40 s reasoning turn.
+LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 640.0)
+
+
+@dataclass
+class LatencyHistogram:
+    """Request latencies in fixed buckets; observed on the event loop (no lock), read at scrape time."""
+
+    counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS_S) + 1))  # last: +Inf
+    sum_s: float = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect_left(LATENCY_BUCKETS_S, seconds)] += 1
+        self.sum_s += seconds
 
 
 @dataclass
@@ -27,6 +44,7 @@ class ReplicaStats:
     prompt_tokens: int = 0
     in_rotation: bool = True
     ejections: int = 0
+    latency: LatencyHistogram = field(default_factory=LatencyHistogram)
 
 
 @dataclass
@@ -43,6 +61,7 @@ class Stats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     duplicates_dropped: int = 0
+    retries: int = 0
     started: float = field(default=0.0)
     finished: float | None = None
     interrupted: bool = False
@@ -66,6 +85,23 @@ class Stats:
         e = self.elapsed_s
         return self.completion_tokens / e if e > 0 else 0.0
 
+    @property
+    def remaining(self) -> int:
+        """Pairs of the job not recorded yet."""
+        return max(0, self.total - self.done)
+
+    @property
+    def samples_per_s(self) -> float:
+        """Pairs recorded per second by this run (resumed ones cost nothing and are not counted)."""
+        e = self.elapsed_s
+        return (self.ok + self.errors) / e if e > 0 else 0.0
+
+    @property
+    def eta_s(self) -> float | None:
+        """Seconds until the job is done at this run's average rate; None before the first pair."""
+        rate = self.samples_per_s
+        return self.remaining / rate if rate > 0 else None
+
     def to_dict(self) -> dict[str, Any]:
         e = self.elapsed_s
         return {
@@ -78,6 +114,7 @@ class Stats:
                 "truncated": self.truncated,
             },
             "tokens": {"prompt": self.prompt_tokens, "completion": self.completion_tokens},
+            "retries": self.retries,
             "wall_s": round(e, 3),
             "output_tokens_per_s": round(self.output_tokens_per_s, 2),
             "interrupted": self.interrupted,
