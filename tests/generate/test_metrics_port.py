@@ -99,3 +99,28 @@ def test_docs_list_every_metric_and_the_dashboard_names_only_real_ones():
     assert len(exprs) >= 8
     used = {n for e in exprs for n in re.findall(r"\b((?:fleetgen|process)_[a-z_]+)", e)}
     assert used and used <= names, f"not served: {sorted(used - names)}"
+
+
+def test_a_job_whose_process_is_gone_is_shown_as_not_running(tmp_path):
+    """kill -9 leaves the progress file behind: status must not present it as a live job."""
+    import os
+    import time
+
+    import psutil
+
+    from fleetgen.cli.fleet import _job_line
+    from fleetgen.fleet.jobs import JobProgress, read_jobs, write_job
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    me = psutil.Process(os.getpid())
+    common = dict(output_dir="/out", updated_at=time.time() - 90, total=10, done=4, ok=3, errors=1, resumed=0,
+                  samples_per_s=0.5, output_tokens_per_s=40.0, eta_s=12.0)
+    write_job(tmp_path, JobProgress(pid=gone.pid, create_time=time.time() - 100, **common))
+    write_job(tmp_path, JobProgress(pid=me.pid, create_time=me.create_time(), **common))
+    (tmp_path / "jobs" / "torn.json").write_text('{"pid": 1')  # unreadable files are skipped
+    jobs = {j.pid: running for j, running in read_jobs(tmp_path)}
+    assert jobs == {gone.pid: False, me.pid: True}
+    dead = [j for j, running in read_jobs(tmp_path) if not running][0]
+    line = _job_line(dead, False)
+    assert "not running" in line and "4/10 done (40%)" in line and "ETA 0m12s" in line and "1 errors" in line
