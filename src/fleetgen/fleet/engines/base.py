@@ -8,9 +8,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from prometheus_client.metrics_core import Metric
-from prometheus_client.parser import text_string_to_metric_families
+if TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
 
 
 class Phase(str, Enum):
@@ -143,6 +144,9 @@ def metric_labels(text: str, metric: str) -> dict[str, str]:
 
 def _families(text: str) -> Iterator[Metric]:
     """The metric families of a /metrics page; a malformed line ends the page there, keeping what came before."""
+    # Imported here: prometheus_client loads its HTTP server modules too (~0.1 s), which no CLI start should pay.
+    from prometheus_client.parser import text_string_to_metric_families
+
     try:
         yield from text_string_to_metric_families(text)
     except ValueError:
