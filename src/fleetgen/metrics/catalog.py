@@ -54,7 +54,7 @@ GENERATE = (
     _m("fleetgen_replica_ejections_total", "counter", "Times the replica was taken out of rotation.", REPLICA),
     _m("fleetgen_replica_in_rotation", "gauge", "1 while the replica takes new requests, 0 while it is ejected.", REPLICA),
     _m("fleetgen_replica_output_tokens_total", "counter", "Output tokens the replica answered with.", REPLICA),
-    _m("fleetgen_replica_request_duration_seconds", "histogram", "Seconds from sending a request to its answer (answered ones).", REPLICA),
+    _m("fleetgen_replica_request_duration_seconds", "histogram", "Seconds from sending a request to its answer, for answered ones (a hedge winner: from the first send).", REPLICA),
 )
 
 RUN = (
