@@ -47,7 +47,11 @@ class TurnIds:
 
 
 def _int_list(value: Any) -> list[int] | None:
-    if not isinstance(value, list) or not all(type(v) is int for v in value):
+    if not isinstance(value, list):
+        return None
+    try:
+        array("q", value)  # checks every item is an int, at C speed
+    except (TypeError, OverflowError):
         return None
     return value
 
@@ -69,12 +73,18 @@ def pack(ids: Sequence[int]) -> str | list[int]:
     """Ids as 4 base64 characters each (3 bytes, little-endian); a plain list if one does not fit."""
     if not ids:
         return ""
-    if max(ids) >= _MAX_ID or min(ids) < 0:
+    try:
+        a = array("I", ids)  # C-speed; refuses negatives and ids past 32 bits
+    except OverflowError:
         return list(ids)
-    a = array("I", ids)
+    if a.itemsize != 4:
+        return list(ids)
     if sys.byteorder == "big":
         a.byteswap()
-    raw = bytearray(a.tobytes()) if a.itemsize == 4 else bytearray(b"".join(i.to_bytes(4, "little") for i in ids))
+    raw = bytearray(a.tobytes())
+    high = raw[3::4]
+    if high.count(0) != len(high):
+        return list(ids)  # an id past 24 bits
     del raw[3::4]  # drop each id's high byte (zero below 2**24)
     return base64.b64encode(raw).decode("ascii")
 
@@ -98,8 +108,10 @@ def unpack(value: str | list[int]) -> list[int]:
     return a.tolist()
 
 
-def _shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+def _shared_prefix(a: list[int], b: list[int]) -> int:
     n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n  # the usual case, compared at C speed
     i = 0
     while i < n and a[i] == b[i]:
         i += 1
