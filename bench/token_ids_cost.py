@@ -12,6 +12,9 @@ done-set rebuilt from the file as a resume does (load_done).
 
 Usage: PYTHONPATH=src .venv/bin/python bench/token_ids_cost.py --base-src /tmp/fleetgen-base/src \
            [--rows 4000] [--answer-tokens 600] [--prompt-tokens 300] [--journal-rows 100000] [--repeats 3]
+       PYTHONPATH=src .venv/bin/python bench/token_ids_cost.py --fleet STATE_DIR [--fleet-rows 120]
+The second form measures results bytes per row on a real fleet: the same prompts (single- and
+three-turn, seeded) generated with token ids on and off.
 """
 
 from __future__ import annotations
@@ -115,6 +118,30 @@ def journal_arm(with_ids: bool, n: int, answer_tokens: int, prompt_tokens: int, 
             "bytes_per_row": size / n, "resume_s": resume_s}
 
 
+def fleet_sizes(state: Path, n: int, workdir: Path) -> None:
+    """Bytes per result row with and without ids on real replicas (same prompts, same seed)."""
+    from fleetgen.generate import GenerateConfig, generate
+
+    with tempfile.TemporaryDirectory(dir=workdir) as d:
+        prompts = Path(d) / "p.jsonl"
+        with open(prompts, "wb") as f:
+            for i in range(n):
+                turns = [{"role": "user", "content": f"Tell me about topic number {i}."}]
+                if i % 3 == 0:  # a third are three-turn conversations
+                    for q in ("Say more.", "Summarize it."):
+                        turns += [{"role": "assistant", "content": "old"}, {"role": "user", "content": q}]
+                f.write(orjson.dumps({"id": f"p{i}", "messages": turns}) + b"\n")
+        sizes = {}
+        for on in (False, True):
+            out = Path(d) / f"ids-{on}"
+            generate(GenerateConfig(prompts=prompts, output_dir=out, fleet_state=state, max_tokens=128, temperature=0.8,
+                                    seed=0, token_ids=on), handle_signals=False)
+            rows = [line for line in open(out / "results.jsonl", "rb")]
+            sizes[on] = sum(map(len, rows)) / len(rows)
+    print(f"real fleet, {n} rows (a third three-turn), max_tokens 128: results bytes/row without ids "
+          f"{sizes[False]:.0f}, with ids {sizes[True]:.0f} ({sizes[True] / sizes[False]:.2f}x)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--child", choices=["default", "on", "off"])
@@ -133,9 +160,13 @@ def main() -> None:
     ap.add_argument("--server-core", type=int, default=1)
     ap.add_argument("--workdir", type=Path, default=Path("/tmp"))
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/token_ids_cost.json")
+    ap.add_argument("--fleet", type=Path, help="measure bytes per row on this fleet instead")
+    ap.add_argument("--fleet-rows", type=int, default=120)
     a = ap.parse_args()
     if a.child:
         return child(a.prompts, a.endpoints, a.window, a.max_tokens, a.child)
+    if a.fleet:
+        return fleet_sizes(a.fleet, a.fleet_rows, a.workdir)
 
     srcs = {"base": a.base_src, "ids-off": ROOT / "src", "ids-on": ROOT / "src"}
     if not a.base_src:
