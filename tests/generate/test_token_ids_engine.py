@@ -178,3 +178,18 @@ def test_speculators_rows_are_one_per_generation_of_the_sampled_ids(id_run, tmp_
         assert row["metadata"]["finish_reason"] == rec["finish_reason"][k]
         assert row["metadata"]["usage"]["completion_tokens"] == len(t.completion)
         assert set(row["metadata"]) >= {"idx", "finish_reason", "is_tool_call", "usage", "endpoint", "sampling_params"}
+
+
+def test_speculators_own_loader_reads_the_export_unchanged(id_run, tmp_path):
+    """Runs only where speculators is importable (not a dependency; see bench/speculators_compat.py)."""
+    prep = pytest.importorskip("speculators.data_generation.preprocessing")
+    from fleetgen.models.registry import resolve_model
+
+    d, _, _, _ = id_run
+    export(ExportConfig(results_dir=d / "out", output=tmp_path / "s.jsonl", format="speculators", tokenizer="smollm2",
+                        finish_reasons=["stop", "length"]))
+    ours = read_jsonl(tmp_path / "s.jsonl")
+    ds, _ = prep.load_and_preprocess_dataset(str(resolve_model("smollm2", prepare=False)), [str(tmp_path / "s.jsonl")],
+                                             seq_length=4096, build_dataset_num_proc=1, skip_token_freq=True)
+    theirs = sorted((list(map(int, r["input_ids"])), list(map(int, r["loss_mask"]))) for r in ds)
+    assert theirs == sorted((r["input_ids"], r["loss_mask"]) for r in ours)
