@@ -74,6 +74,11 @@ def test_a_server_that_returns_no_ids_still_works_and_every_turn_is_counted_as_w
 
     md = build_report(tmp_path / "out", tokenizer="smollm2").read_text()
     assert "| turns without (the tokens export re-tokenizes their rows) | 6 |" in md
+    from fleetgen.export import ExportConfig, export
+
+    s = export(ExportConfig(results_dir=tmp_path / "out", output=tmp_path / "t.parquet", format="tokens",
+                            tokenizer="smollm2", finish_reasons=["stop", "length"]))
+    assert s.rows_written == 6 and s.from_ids == 0 and s.retokenized == {"a turn without token ids": 6}
 
 
 def test_no_token_ids_sends_no_id_fields_and_records_none(tmp_path):

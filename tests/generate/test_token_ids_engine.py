@@ -193,3 +193,10 @@ def test_speculators_own_loader_reads_the_export_unchanged(id_run, tmp_path):
                                              seq_length=4096, build_dataset_num_proc=1, skip_token_freq=True)
     theirs = sorted((list(map(int, r["input_ids"])), list(map(int, r["loss_mask"]))) for r in ds)
     assert theirs == sorted((r["input_ids"], r["loss_mask"]) for r in ours)
+
+
+def test_reasoning_drop_takes_the_named_text_path(id_run, tmp_path):
+    d, _, _, results = id_run
+    s = export(ExportConfig(results_dir=d / "out", output=tmp_path / "t.parquet", format="tokens", tokenizer="smollm2",
+                            reasoning="drop", finish_reasons=["stop", "length"]))
+    assert s.from_ids == 0 and s.retokenized == {"reasoning dropped (the ids hold the sampled reasoning)": len(results)}
