@@ -195,8 +195,17 @@ def test_speculators_own_loader_reads_the_export_unchanged(id_run, tmp_path):
     assert theirs == sorted((r["input_ids"], r["loss_mask"]) for r in ours)
 
 
-def test_reasoning_drop_takes_the_named_text_path(id_run, tmp_path):
+def test_reasoning_drop_takes_the_named_text_path_only_where_there_is_reasoning(id_run, tmp_path):
     d, _, _, results = id_run
-    s = export(ExportConfig(results_dir=d / "out", output=tmp_path / "t.parquet", format="tokens", tokenizer="smollm2",
+    # SmolLM2 does not reason: dropping reasoning removes nothing, the rows stay the sampled ids.
+    s = export(ExportConfig(results_dir=d / "out", output=tmp_path / "a.parquet", format="tokens", tokenizer="smollm2",
                             reasoning="drop", finish_reasons=["stop", "length"]))
-    assert s.from_ids == 0 and s.retokenized == {"reasoning dropped (the ids hold the sampled reasoning)": len(results)}
+    assert s.from_ids == len(results) and not s.retokenized
+    thinking = {**results[0], "id": "thinking", "messages": [
+        *results[0]["messages"][:-1], {**results[0]["messages"][-1], "reasoning_content": "hmm"}]}
+    src = tmp_path / "run"
+    src.mkdir()
+    (src / "results.jsonl").write_bytes(orjson.dumps(thinking) + b"\n")
+    s = export(ExportConfig(results_dir=src, output=tmp_path / "b.parquet", format="tokens", tokenizer="smollm2",
+                            reasoning="drop", finish_reasons=["stop", "length"]))
+    assert s.from_ids == 0 and s.retokenized == {"reasoning dropped (the ids hold the sampled reasoning)": 1}

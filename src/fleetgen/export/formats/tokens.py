@@ -170,11 +170,22 @@ class TokensFormat(Format):
         assistants = [m for m in rec["messages"] if m.get("role") == "assistant"]
         if len(turns) != len(assistants):
             return "token ids do not match the assistant turns"
-        if self.config.reasoning == "drop" or (rec.get("sampling") or {}).get("reasoning") == "strip":
+        if self._reasoning_removed(rec, assistants, turns):
             return "reasoning dropped (the ids hold the sampled reasoning)"
         if self.config.reasoning == "context" and self.think_close is None and any(m.get("reasoning_content") for m in assistants):
             return f"reasoning context: {THINK_CLOSE} is not one token"
         return turns  # type: ignore[return-value]
+
+    def _reasoning_removed(self, rec: dict[str, Any], assistants: list[dict[str, Any]], turns: list[Any]) -> bool:
+        """The rows must lack reasoning the ids hold: `--reasoning drop`, or a run that stripped it (`reasoning: strip`)."""
+        stripped = (rec.get("sampling") or {}).get("reasoning") == "strip"
+        if self.config.reasoning != "drop" and not stripped:
+            return False
+        if any(m.get("reasoning_content") for m in assistants):
+            return True
+        if self.think_close is None:
+            return stripped  # a stripped run may have sampled reasoning this tokenizer cannot find in the ids
+        return any(self.think_close in t.completion for t in turns)
 
     def convert(self, rec: dict[str, Any]) -> list[Row]:
         turns = self.recorded(rec)
