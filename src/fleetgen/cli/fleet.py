@@ -14,6 +14,7 @@ from rich.live import Live
 from rich.table import Table
 
 from fleetgen.cli._config import merge_flags
+from fleetgen.cli._wide import print_whole
 from fleetgen.config import field_help as _h
 from fleetgen.config import validate
 from fleetgen.fleet import FleetConfig, ReplicaProgress, down, fleet_status, up
@@ -118,7 +119,7 @@ def cmd_status(
             "[green]yes[/]" if s.healthy else "[red]no[/]",
             _fmt(s.probe_latency_ms), _fmt(s.running), _fmt(s.waiting), _fmt(s.tokens_per_s), _fmt(s.memory_mib), _fmt(s.gpu_memory_mib),
         )
-    Console().print(t)
+    print_whole(Console(), t)
     if not all(s.healthy for s in statuses):
         raise typer.Exit(1)
 

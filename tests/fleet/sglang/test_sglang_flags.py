@@ -1,6 +1,6 @@
 """Every sglang command line fleetgen builds parses with SGLang 0.5.12's own argument parser.
 
-The parser runs in .venv-sglang (scripts/setup-sglang.sh) through scripts/sglang_flags.py; all
+The parser runs in .venv-sglang (scripts/setup-sglang.sh) through src/fleetgen/fleet/engines/sglang_flags.py; all
 command lines of the session are checked in one call (importing sglang takes ~10 s of CPU).
 """
 
@@ -14,7 +14,7 @@ from fleetgen.errors import EngineError
 from fleetgen.fleet.config import FleetConfig
 from fleetgen.fleet.devices import GpuInfo
 from fleetgen.fleet.engines import ReplicaSpec, get_engine
-from fleetgen.fleet.engines.sglang import flag_notes, version_tuple
+from fleetgen.fleet.engines.sglang_versions import flag_notes, version_tuple
 from fleetgen.fleet.engines.sglang_validate import (
     DEFAULT_PYTHON, Verdicts, check_command_lines, raise_for_rejected, sglang_python, validate_command_lines,
 )
