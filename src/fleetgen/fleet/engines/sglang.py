@@ -12,7 +12,9 @@ import os
 import re
 
 from fleetgen.errors import EngineError
-from fleetgen.fleet.engines.base import Engine, FatalPattern, Metrics, Phase, ReplicaSpec, parse_prometheus
+from fleetgen.fleet.engines.base import (
+    Engine, FatalPattern, Metrics, Phase, ReplicaSpec, flag_value, parse_prometheus, without_flag,
+)
 from fleetgen.fleet.engines.sglang_validate import validate_command_lines
 
 _P = re.compile
@@ -20,6 +22,10 @@ _P = re.compile
 # SGLang picks a free NCCL port by binding port 0 and releasing it (PortArgs.init_new); eight
 # replicas starting together can be handed the same one. Replica i gets port_base + i + this.
 NCCL_PORT_OFFSET = 1000
+
+# Static memory (weights + KV pool) of all replicas sharing one GPU together, as a fraction of the
+# GPU, where engine_args give no --mem-fraction-static (then that value is the budget).
+SHARED_GPU_BUDGET = 0.8
 
 # Fields of /server_info compared across replicas. /server_info is `dataclasses.asdict(server_args)`
 # plus the scheduler's info, so it also holds `api_key`: only these named fields are ever kept.
@@ -32,6 +38,16 @@ CONFIG_FIELDS = (
     "reasoning_parser", "tool_call_parser", "sampling_defaults", "mamba_scheduler_strategy",
     "mamba_ssm_dtype", "speculative_algorithm", "enable_metrics",
 )
+
+
+def shared_fraction(budget: float, slot: int, sharers: int) -> float:
+    """The fraction of the memory free at its start that replica `slot` of `sharers` on one GPU takes.
+
+    Each of the `sharers` gets `budget / sharers` of the whole GPU. The replicas before it hold
+    `slot` such shares when it starts, so its share of what is still free is larger.
+    """
+    each = budget / sharers
+    return round(min(0.95, each / (1 - slot * each)), 3)
 
 
 class SglangEngine(Engine):
@@ -109,7 +125,16 @@ class SglangEngine(Engine):
             args += ["--api-key", spec.api_key]
         if "--enable-metrics" not in passed:
             args += ["--enable-metrics"]
-        return args + list(spec.extra_args)
+        extra = list(spec.extra_args)
+        if spec.on_gpu and spec.gpu_sharers > 1:
+            # --mem-fraction-static is a share of the memory free before the weights load, so the
+            # replicas of one GPU get rising shares of what the ones before them left free.
+            given = flag_value(extra, "--mem-fraction-static")
+            budget = float(given) if given is not None else SHARED_GPU_BUDGET
+            extra = without_flag(extra, "--mem-fraction-static")
+            fraction = shared_fraction(budget, spec.gpu_slot, spec.gpu_sharers)
+            args += ["--mem-fraction-static", str(fraction)]
+        return args + extra
 
     def validate_commands(self, argvs: list[list[str]], python: str) -> None:
         """SGLang's own parser judges every command line: FLEETGEN_SGLANG_PYTHON's, else the launch python's."""
