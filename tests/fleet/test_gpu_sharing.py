@@ -91,3 +91,18 @@ def test_flag_helpers():
     assert flag_value(["--a", "1", "--a=2"], "--a") == "2"
     assert flag_value(["--ab", "1"], "--a") is None
     assert without_flag(["--a", "1", "--b", "--a=2", "--ab", "3"], "--a") == ["--b", "--ab", "3"]
+
+
+def test_memory_shares_differ_softly_only_where_replicas_share_a_gpu(capsys):
+    from fleetgen.errors import ConfigMismatchError
+    from fleetgen.fleet.state import ReplicaState
+
+    # What the two H200 replicas reported: 0.4 and 0.667 of the memory each found free.
+    configs = [{"mem_fraction_static": 0.4, "max_total_num_tokens": 1810423},
+               {"mem_fraction_static": 0.667, "max_total_num_tokens": 1769572}]
+    replicas = [ReplicaState(index=i, endpoint=f"http://127.0.0.1:{30000 + i}", pid=1, create_time=0.0, engine="sglang",
+                             model="m", served_model_name="m", log_path="x", command=[]) for i in range(2)]
+    launcher.record_configs(replicas, configs, launcher.SOFT_CONFIG_FIELDS | launcher.SHARING_SOFT_FIELDS)
+    assert "mem_fraction_static" in capsys.readouterr().err
+    with pytest.raises(ConfigMismatchError, match="mem_fraction_static"):
+        launcher.record_configs(replicas, configs)

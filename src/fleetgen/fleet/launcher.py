@@ -28,10 +28,9 @@ from fleetgen.fleet.state import FleetState, ReplicaState, clear_state, ensure_s
 from fleetgen.models import model_cache_dir, resolve_model, served_name_for
 
 # Fields whose values legitimately differ across healthy replicas (free memory differs per GPU).
-# Differ by design where replicas share a GPU (each its own memory share) or by a few blocks of free memory.
-SOFT_CONFIG_FIELDS = frozenset({
-    "cache.num_gpu_blocks", "max_total_num_tokens", "mem_fraction_static", "cache.gpu_memory_utilization",
-})
+SOFT_CONFIG_FIELDS = frozenset({"cache.num_gpu_blocks", "max_total_num_tokens"})
+# Differ by design where replicas share a GPU: each is given its own memory share (replicas_per_gpu).
+SHARING_SOFT_FIELDS = frozenset({"mem_fraction_static", "cache.gpu_memory_utilization"})
 
 
 @dataclass
@@ -284,7 +283,8 @@ async def up(config: FleetConfig, *, on_progress: ProgressCallback | None = None
             configs += await asyncio.gather(
                 *(wait_ready(engine, r, p, config, specs[0].api_key, on_progress) for r, p in batch)
             )
-        record_configs(state.replicas, configs)
+        sharing = any(s.gpu_sharers > 1 for s in specs)
+        record_configs(state.replicas, configs, SOFT_CONFIG_FIELDS | SHARING_SOFT_FIELDS if sharing else SOFT_CONFIG_FIELDS)
         state.replicas.sort(key=lambda r: r.index)  # started by GPU slot, kept by index
         write_state(state_dir, state)
         return state
@@ -319,9 +319,11 @@ def seed_caches(first: ReplicaSpec, wave: list[ReplicaSpec]) -> None:
             shutil.copytree(first.cache_dir, spec.cache_dir, dirs_exist_ok=True, symlinks=True)
 
 
-def record_configs(replicas: list[ReplicaState], configs: list[dict[str, object]]) -> None:
+def record_configs(
+    replicas: list[ReplicaState], configs: list[dict[str, object]], soft_fields: frozenset[str] = SOFT_CONFIG_FIELDS
+) -> None:
     """Refuse replicas that report different configurations; store each one's on its state."""
-    hard, soft = probe.compare_configs(configs, SOFT_CONFIG_FIELDS)
+    hard, soft = probe.compare_configs(configs, soft_fields)
     if hard:
         raise ConfigMismatchError(
             "replicas report different configurations: " + "; ".join(hard),
