@@ -143,8 +143,13 @@ class SglangEngine(Engine):
     def environment(self, spec: ReplicaSpec) -> dict[str, str]:
         env = super().environment(spec)
         if spec.cache_dir is not None:
+            # flashinfer's JIT cannot be seeded by copying: its build.ninja names absolute paths and
+            # .ninja_log is keyed by them, so a workspace copied elsewhere rebuilds every kernel (the
+            # H200's replica 1, seeded so, was still in its first-batch JIT after 60 s; replica 0 took
+            # 75 s). flashinfer 0.6 locks each kernel's build
+            # and load in the workspace (jit/core.py `build_and_load`): the replicas of a host share one.
+            env["FLASHINFER_WORKSPACE_BASE"] = str(spec.cache_dir.parent / f"{self.name}-shared" / "flashinfer")
             # JIT caches that replicas compiling at once race on; each replica slot gets its own.
-            env["FLASHINFER_WORKSPACE_BASE"] = str(spec.cache_dir / "flashinfer")  # flashinfer/jit/env.py
             env["TVM_FFI_CACHE_DIR"] = str(spec.cache_dir / "tvm-ffi")  # tvm_ffi/cpp/extension.py
             env["SGLANG_DG_CACHE_DIR"] = str(spec.cache_dir / "deep_gemm")  # sglang/srt/environ.py
         return env
