@@ -8,13 +8,15 @@ Transformers config) and no replica could have started.
 from __future__ import annotations
 
 import json
+import os
 import re
+import sys
 import textwrap
 
 from doctor_fakes import FIXTURES, FakeMachine, h200_nvml
 
 from fleetgen.doctor import Host
-from fleetgen.doctor.engine_import import ImportProbe, check_engine_import
+from fleetgen.doctor.engine_import import ImportProbe, check_engine_import, probe_import
 from fleetgen.doctor.report import Status
 
 HOST = Host(python="/opt/torch/.venv/bin/python3")
@@ -67,13 +69,8 @@ def test_the_probe_imports_the_server_module_in_the_engines_python(tmp_path):
     machine = FakeMachine(root=tmp_path, nvml=h200_nvml())
     machine.pymods.mkdir()
     (tmp_path / "venv-bin").mkdir()
-    import os
-    import sys
-
     os.symlink(sys.executable, tmp_path / "venv-bin" / "python")
     machine.env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(machine.pymods), "HOME": str(tmp_path)}
-    from fleetgen.doctor.engine_import import probe_import
-
     _fake_engine(machine, "5.17.0", breaks=True)
     c = check_engine_import(probe_import(machine.host(), "sglang"), "sglang", machine.host())
     assert c.status is Status.FAIL and c.cause == "requirement_mismatch", c.summary

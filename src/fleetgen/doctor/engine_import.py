@@ -8,7 +8,7 @@ because the image's transformers 5.17 is not sglang 0.5.12's `transformers==5.6.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from fleetgen.doctor.host import JSON_MARKER, Host
 from fleetgen.doctor.report import Check, Fix, Status
@@ -62,7 +62,6 @@ class ImportProbe:
     differs: tuple[dict, ...] = ()
     missing: tuple[str, ...] = ()
     probe_error: str | None = None
-    extra: dict = field(default_factory=dict)
 
 
 def probe_import(host: Host, engine: str) -> ImportProbe:
