@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from fleetgen.config import StrictModel
+from fleetgen.generate.tool_turns import ToolMatch
 
 Reasoning = Literal["save", "strip", "off"]
 Truncation = Literal["keep", "drop", "retry-longer"]
@@ -48,6 +49,13 @@ class GenerateConfig(StrictModel):
     truncation: Truncation = Field(
         "keep",
         description="A turn cut by max_tokens: keep it (flagged), drop the sample to errors, or retry once with a larger budget.",
+    )
+    tool_match: ToolMatch = Field(
+        "arguments",
+        description=(
+            "When a recorded tool result may follow a regenerated call: arguments: same function and JSON-equal "
+            "arguments; name: same function, any arguments. Elsewhere the sample ends at the target's turn (a cut)."
+        ),
     )
     context_length: int | None = Field(
         None, ge=16, description="Context limit for retry-longer; default: what the server reports (max_model_len)."
@@ -106,7 +114,7 @@ class GenerateConfig(StrictModel):
 
     def sampling(self) -> dict[str, object]:
         """The parameters that define the job: a resume with different ones is refused."""
-        return {
+        out: dict[str, object] = {
             "max_tokens": self.max_tokens,
             "temperature": self.temperature,
             "top_p": self.top_p,
@@ -114,6 +122,9 @@ class GenerateConfig(StrictModel):
             "reasoning": self.reasoning,
             "truncation": self.truncation,
         }
+        if self.tool_match != "arguments":  # only when set: the identity of earlier jobs stays as it was
+            out["tool_match"] = self.tool_match
+        return out
 
     def request_timeout_s(self, max_tokens: int) -> float:
         return self.timeout_base_s + self.timeout_per_token_s * max_tokens

@@ -14,6 +14,7 @@ from fleetgen.generate.config import GenerateConfig
 from fleetgen.generate.dispatcher import Dispatcher, Replica
 from fleetgen.generate.outcomes import Completed, Failed, Outcome
 from fleetgen.generate.records import PromptRecord
+from fleetgen.generate.tool_turns import follow_up
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
@@ -60,35 +61,60 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
     prompt_tokens = completion_tokens = 0
     truncated = False
     t0 = time.time()
-    steps: list[dict[str, Any] | None] = list(prompt.messages)
-    if prompt.messages[-1]["role"] != "assistant":
-        steps.append(None)  # a prompt without a final answer gets one
+    messages = prompt.messages
+    # A prompt without a final answer gets one: the step past the last message (None).
+    last = len(messages) if messages[-1]["role"] != "assistant" else len(messages) - 1
     turn = 0
-    for m in steps:
+    i = 0
+    cut: dict[str, Any] | None = None
+    dropped: list[dict[str, Any]] = []
+    while i <= last:
+        m = messages[i] if i < len(messages) else None
         if m is not None and m["role"] != "assistant":
-            # System, user and recorded tool results stay in place.
-            out.append(dict(m))
-            history.append(dict(m))
+            if m["role"] == "tool":
+                # A recorded result with no regenerated call before it answers nothing the target did.
+                dropped.append(dict(m))
+            else:
+                # System and user turns stay in place.
+                out.append(dict(m))
+                history.append(dict(m))
+            i += 1
             continue
         step = await _turn(s, prompt, sample, turn, history)
         if isinstance(step, Failed):
             return step
-        answer, replica, cut = step
+        answer, replica, truncated_turn = step
         prompt_tokens += answer.prompt_tokens
         completion_tokens += answer.completion_tokens
         finish.append(answer.finish_reason)
         replicas.append(replica.endpoint)
-        if cut:
+        if truncated_turn:
             if cfg.truncation == "drop":
                 return Failed(
                     prompt.id, sample, f"turn {turn} truncated (finish_reason={answer.finish_reason}); dropped by policy",
                     "truncated", prompt.line,
                 )
             truncated = True
-        message = _assistant_message(answer, m, cfg.reasoning)
+        # The recorded tool results after this turn follow it only where the target made their calls.
+        j = i + 1
+        while j < len(messages) and messages[j]["role"] == "tool":
+            j += 1
+        follow = follow_up(m, list(messages[i + 1 : j]), answer.tool_calls, match=cfg.tool_match, more_follows=j <= last)
+        message = _assistant_message(answer, follow.calls, cfg.reasoning)
         out.append(message)
         history.append(_for_request(message))
         turn += 1
+        if follow.cut is not None:
+            # The sample ends at the target's own turn; what the record held after it is not kept.
+            cut = {
+                "turn": turn - 1, "message": len(out) - 1, "reason": follow.cut.reason, "detail": follow.cut.detail,
+                "recorded_messages_dropped": len(messages) - (i + 1),
+            }
+            break
+        dropped += follow.dropped
+        out += follow.results
+        history += follow.results
+        i = j
     return Completed(
         id=prompt.id,
         sample=sample,
@@ -98,6 +124,8 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
             "meta": prompt.meta,
             "finish_reason": finish,
             "truncated": truncated,
+            "cut": cut,
+            **({"dropped_tool_results": dropped} if dropped else {}),
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
             "replica": replicas[0] if len(set(replicas)) == 1 else replicas,
             "model": s.model,
@@ -115,19 +143,13 @@ def _for_request(m: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in m.items() if k != "reasoning_content"}
 
 
-def _assistant_message(answer: ChatAnswer, original: dict[str, Any] | None, reasoning: str) -> dict[str, Any]:
+def _assistant_message(answer: ChatAnswer, calls: list[dict[str, Any]] | None, reasoning: str) -> dict[str, Any]:
+    """The target's turn as the row keeps it; `calls` are its tool calls with recorded ids re-attached."""
     content = answer.content or ""
     msg: dict[str, Any] = {"role": "assistant", "content": content}
     if reasoning == "save" and answer.reasoning:
         msg["reasoning_content"] = answer.reasoning
-    if answer.tool_calls:
-        calls = [dict(c) for c in answer.tool_calls]
-        recorded = (original or {}).get("tool_calls") or []
-        # Keep the recorded call ids when the count matches, so the recorded tool results stay attached.
-        if len(recorded) == len(calls):
-            for c, r in zip(calls, recorded):
-                if isinstance(r, dict) and r.get("id"):
-                    c["id"] = r["id"]
+    if calls:
         msg["tool_calls"] = calls
     return msg
 
