@@ -34,6 +34,7 @@ def test_seed_job_loads_and_its_8_command_lines_parse_with_sglang(monkeypatch):
     for argv in argvs:
         assert argv[argv.index("--mamba-scheduler-strategy") + 1] == "extra_buffer"
         assert argv[argv.index("--attention-backend") + 1] == "flashinfer"
+        assert argv[argv.index("--tool-call-parser") + 1] == "qwen3_coder"
 
     from fleetgen.fleet.engines.sglang_validate import DEFAULT_PYTHON, check_command_lines
 

@@ -42,6 +42,7 @@ class ReplicaSpec:
     enforce_eager: bool = False
     cpu_kv_cache_gb: float = 2.0
     api_key: str | None = None
+    tool_call_parser: str | None = None
     extra_args: tuple[str, ...] = ()
     cache_dir: Path | None = None
 
