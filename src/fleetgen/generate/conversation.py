@@ -13,6 +13,8 @@ from fleetgen.generate.client import ChatAnswer, Rejected, TransientError, chat
 from fleetgen.generate.config import GenerateConfig
 from fleetgen.generate.dispatcher import Dispatcher, Replica
 from fleetgen.generate.outcomes import Completed, Failed, Outcome
+from fleetgen.generate.profiles import SamplingProfile, assign, sent_sampling
+from fleetgen.generate.profiles import apply as apply_profile
 from fleetgen.generate.records import PromptRecord
 from fleetgen.generate.tool_turns import follow_up
 
@@ -68,6 +70,8 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
     i = 0
     cut: dict[str, Any] | None = None
     dropped: list[dict[str, Any]] = []
+    profile = assign(cfg.profiles, cfg.seed, prompt.id, sample) if cfg.profiles else None
+    first_body: dict[str, Any] | None = None
     while i <= last:
         m = messages[i] if i < len(messages) else None
         if m is not None and m["role"] != "assistant":
@@ -80,10 +84,11 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
                 history.append(dict(m))
             i += 1
             continue
-        step = await _turn(s, prompt, sample, turn, history)
+        step = await _turn(s, prompt, sample, turn, history, profile)
         if isinstance(step, Failed):
             return step
-        answer, replica, truncated_turn = step
+        answer, replica, truncated_turn, body = step
+        first_body = first_body or body
         prompt_tokens += answer.prompt_tokens
         completion_tokens += answer.completion_tokens
         finish.append(answer.finish_reason)
@@ -129,13 +134,23 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
             "replica": replicas[0] if len(set(replicas)) == 1 else replicas,
             "model": s.model,
-            "sampling": {**cfg.sampling(), "seed": derived_seed(cfg.seed, prompt.id, sample, 0)},
+            **_sampling_of(cfg, prompt.id, sample, profile, first_body),
             "timing": {"started_at": round(t0, 3), "latency_s": round(time.time() - t0, 3)},
         },
         truncated=truncated,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
     )
+
+
+def _sampling_of(
+    cfg: GenerateConfig, rid: str, sample: int, profile: SamplingProfile | None, body: dict[str, Any] | None
+) -> dict[str, Any]:
+    """What a row records of its sampling: with profiles, the profile and the parameters its first turn sent."""
+    if profile is None:
+        return {"sampling": {**cfg.sampling(), "seed": derived_seed(cfg.seed, rid, sample, 0)}}
+    # Later turns send the same parameters, with their own derived seed (and budget, after retry-longer).
+    return {"profile": profile.name, "sampling": sent_sampling(body or {})}
 
 
 def _for_request(m: dict[str, Any]) -> dict[str, Any]:
@@ -155,15 +170,18 @@ def _assistant_message(answer: ChatAnswer, calls: list[dict[str, Any]] | None, r
 
 
 async def _turn(
-    s: Session, prompt: PromptRecord, sample: int, turn: int, history: list[dict[str, Any]]
-) -> Failed | tuple[ChatAnswer, Replica, bool]:
-    """One assistant turn, with the truncation policy's one longer retry; (answer or Failed, replica, truncated)."""
+    s: Session, prompt: PromptRecord, sample: int, turn: int, history: list[dict[str, Any]],
+    profile: SamplingProfile | None = None,
+) -> Failed | tuple[ChatAnswer, Replica, bool, dict[str, Any]]:
+    """One assistant turn, with the truncation policy's one longer retry; Failed, or (answer, replica, truncated, body sent)."""
     cfg = s.config
-    max_tokens = cfg.max_tokens
+    max_tokens = (profile.max_tokens if profile is not None and profile.max_tokens else None) or cfg.max_tokens
     retried_longer = False
     tool_fallback_tried = False
     while True:
         body = _body(s, prompt, sample, turn, history, max_tokens)
+        if profile is not None:
+            apply_profile(body, profile)
         timeout = cfg.request_timeout_s(max_tokens)
 
         async def call(replica: Replica, body: dict[str, Any] = body, timeout: float = timeout) -> ChatAnswer:
@@ -194,7 +212,7 @@ async def _turn(
             if longer > max_tokens:
                 max_tokens = longer
                 continue
-        return answer, replica, cut
+        return answer, replica, cut, body
 
 
 def _body(
