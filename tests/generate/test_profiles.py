@@ -100,6 +100,16 @@ def test_two_profiles_every_row_records_exactly_what_the_server_received(tmp_pat
     job = json.loads((tmp_path / "out" / "job.json").read_text())
     assert [p["name"] for p in job["sampling"]["profiles"]] == ["direct", "think"]
 
+    from fleetgen.report import build_report
+
+    md = build_report(tmp_path / "out", tokenizer=str(tmp_path / "no-tokenizer")).read_text()
+    section = md.split("## Sampling profiles")[1].split("## ")[0]
+    # The stand-in says 11 words at most: within think's budget of 12 (stop), beyond direct's 8 (length).
+    for name, finish, tokens in (("direct", "length 100%", 8), ("think", "stop 100%", 11)):
+        line = next(x for x in section.splitlines() if x.startswith(f"| {name} |"))
+        cells = [c.strip() for c in line.split("|")[1:-1]]
+        assert cells[1] == str(names[name]) and cells[3] == str(tokens) and cells[5] == finish, line
+
 
 def test_a_resume_with_other_profiles_is_refused_unless_forced(tmp_path, standin):
     _, url = standin

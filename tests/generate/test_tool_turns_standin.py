@@ -144,6 +144,15 @@ def test_scripted_divergence_keeps_only_results_the_target_asked_for(tmp_path, s
     assert tool_turns["results_dropped"] == 2
     assert tool_turns["results_kept"] == sum(m["role"] == "tool" for r in rows.values() for m in r["messages"]) == 6
 
+    # The report counts and explains the cuts.
+    from fleetgen.report import build_report
+
+    md = build_report(tmp_path / "out", tokenizer=str(tmp_path / "no-tokenizer")).read_text()
+    section = md.split("## Tool turns")[1].split("## ")[0]
+    for reason in CUT.values():
+        assert f"| {reason} | 1 |" in section, section
+    assert "Recorded tool results kept: 6; dropped because their call was not made: 2" in section
+
     # Export: the training rows hold the same coherent conversations, cut ones included.
     for fmt in ("openai", "specforge"):
         out = tmp_path / f"{fmt}.jsonl"

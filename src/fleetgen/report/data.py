@@ -27,6 +27,8 @@ class Row:
     ended_at: float | None
     reasoning_text: str
     answer_text: str
+    profile: str | None = None  # the sampling profile, in a job with profiles
+    cut: str | None = None  # why the sample ended at the target's turn (generate/tool_turns.py)
 
 
 @dataclass
@@ -84,6 +86,8 @@ def load_run(outdir: Path, mix_report: Path | None = None) -> Run:
                 ended_at=(start + lat) if start is not None and lat is not None else None,
                 reasoning_text="".join(m.get("reasoning_content") or "" for m in assistants),
                 answer_text="".join(m.get("content") or "" for m in assistants),
+                profile=rec.get("profile"),
+                cut=(rec.get("cut") or {}).get("reason"),
             )
         )
     run.corrupt_lines = counts.corrupt_lines
