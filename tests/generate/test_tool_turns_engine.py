@@ -65,6 +65,7 @@ def assert_coherent(messages, recorded):
         if m["role"] == "assistant":
             made = {c["id"]: c for c in m.get("tool_calls") or []}
         elif m["role"] == "tool":
+            assert m["tool_call_id"] in made, f"result {m} answers no call the target made"
             mine, twin = made[m["tool_call_id"]], recorded_calls[m["tool_call_id"]]
             assert call_name(mine) == call_name(twin) and call_arguments(mine) == call_arguments(twin)
 
