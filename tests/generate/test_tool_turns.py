@@ -82,6 +82,9 @@ def test_a_result_answering_no_recorded_call_is_dropped():
 def test_results_without_ids_answer_calls_by_position():
     rec = {"role": "assistant", "content": "", "tool_calls": [call("a", {}), call("b", {})]}
     assert answered_call([result(None, "1"), result(None, "2"), result(None, "3")], rec["tool_calls"]) == [0, 1, None]
+    # Ids on one side only: position decides; an id no recorded call has answers nothing.
+    assert answered_call([result("x", "1"), result("y", "2")], rec["tool_calls"]) == [0, 1]
+    assert answered_call([result(None, "1"), result("c9", "2")], REC["tool_calls"]) == [0, None]
     f = follow_up(rec, [result(None, "1"), result(None, "2")], [call("b", {})], match="arguments", more_follows=False)
     assert f.cut is None and f.results == [result(None, "2")]
 

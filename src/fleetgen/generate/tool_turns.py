@@ -81,15 +81,19 @@ def _describe(call: dict[str, Any]) -> str:
 
 
 def answered_call(results: list[dict[str, Any]], recorded: list[dict[str, Any]]) -> list[int | None]:
-    """For each recorded tool result, the index of the recorded call it answers (by id, else by position)."""
+    """For each recorded tool result, the index of the recorded call it answers: by id, else by position.
+
+    Position stands in only where ids cannot say (the result has no tool_call_id, or the calls have no
+    ids); a result naming an id no recorded call has answers nothing.
+    """
     ids = {c.get("id"): i for i, c in enumerate(recorded) if isinstance(c, dict) and c.get("id")}
     out: list[int | None] = []
     for pos, r in enumerate(results):
         tid = r.get("tool_call_id")
-        if tid:
-            out.append(ids.get(tid))
-        elif not ids and pos < len(recorded):
-            out.append(pos)  # a record without ids: the k-th result answers the k-th call
+        if tid and tid in ids:
+            out.append(ids[tid])
+        elif (not tid or not ids) and pos < len(recorded):
+            out.append(pos)
         else:
             out.append(None)
     return out
