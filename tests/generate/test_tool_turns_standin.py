@@ -52,6 +52,8 @@ SCENARIOS = {
     "call-where-record-answered": ([{"role": "assistant", "content": "RECORDED"}, {"role": "user", "content": "And now?"},
                                     {"role": "assistant", "content": "RECORDED"}], [call("get_weather", PARIS)]),
     "final-call": ([], [call("get_weather", PARIS)]),
+    "result-without-call": ([{"role": "tool", "content": "stray", "tool_call_id": "c5"},
+                             {"role": "assistant", "content": "RECORDED"}], None),
 }
 CUT = {"no-call": "answered_without_call", "other-function": "other_function", "other-arguments": "other_arguments",
        "no-recorded-result": "no_recorded_result", "call-where-record-answered": "unrecorded_call"}
@@ -130,6 +132,9 @@ def test_scripted_divergence_keeps_only_results_the_target_asked_for(tmp_path, s
     assert [m["content"] for m in subset["messages"] if m["role"] == "tool"] == ["rain"]
     assert [d["tool_call_id"] for d in subset["dropped_tool_results"]] == ["c1"]
     assert [d["tool_call_id"] for d in rows["orphan-result"]["dropped_tool_results"]] == ["c9"]
+    stray = rows["result-without-call"]
+    assert [m["role"] for m in stray["messages"]] == ["user", "assistant"] and stray["cut"] is None
+    assert [d["tool_call_id"] for d in stray["dropped_tool_results"]] == ["c5"]
     assert rows["final-call"]["messages"][-1]["tool_calls"][0]["function"]["name"] == "get_weather"
     assert all(m["content"] != "RECORDED" for r in rows.values() for m in r["messages"])
 
@@ -141,7 +146,7 @@ def test_scripted_divergence_keeps_only_results_the_target_asked_for(tmp_path, s
     tool_turns = json.loads((tmp_path / "out" / "stats.json").read_text())["tool_turns"]
     assert tool_turns["cut_by_reason"] == by_reason == {v: 1 for v in CUT.values()}
     assert tool_turns["cut"] == len(CUT) == sum(stats.tool_cuts.values())
-    assert tool_turns["results_dropped"] == 2
+    assert tool_turns["results_dropped"] == 3
     assert tool_turns["results_kept"] == sum(m["role"] == "tool" for r in rows.values() for m in r["messages"]) == 6
 
     # The report counts and explains the cuts.
@@ -151,7 +156,7 @@ def test_scripted_divergence_keeps_only_results_the_target_asked_for(tmp_path, s
     section = md.split("## Tool turns")[1].split("## ")[0]
     for reason in CUT.values():
         assert f"| {reason} | 1 |" in section, section
-    assert "Recorded tool results kept: 6; dropped because their call was not made: 2" in section
+    assert "Recorded tool results kept: 6; dropped because their call was not made: 3" in section
 
     # Export: the training rows hold the same coherent conversations, cut ones included.
     for fmt in ("openai", "specforge"):
