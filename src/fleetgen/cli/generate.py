@@ -49,6 +49,7 @@ def cmd_generate(
     prefix_affinity: Annotated[bool, typer.Option(help=_h(GenerateConfig, "prefix_affinity"))] = True,
     hedge: Annotated[bool, typer.Option(help=_h(GenerateConfig, "hedge"))] = True,
     retry_errors: Annotated[bool, typer.Option("--retry-errors", help=_h(GenerateConfig, "retry_errors"))] = False,
+    token_ids: Annotated[bool, typer.Option(help=_h(GenerateConfig, "token_ids"))] = True,
     force: Annotated[bool, typer.Option("--force", help=_h(GenerateConfig, "force"))] = False,
     api_key: Annotated[
         Optional[str],
@@ -65,7 +66,7 @@ def cmd_generate(
         "concurrency": concurrency, "profiles": read_profiles(profiles) if profiles else [], "reasoning": reasoning,
         "truncation": truncation, "tool_match": tool_match,
         "context_length": context_length, "dispatch": dispatch, "prefix_affinity": prefix_affinity,
-        "hedge": hedge, "retry_errors": retry_errors, "force": force, "api_key": api_key,
+        "hedge": hedge, "retry_errors": retry_errors, "token_ids": token_ids, "force": force, "api_key": api_key,
     }
     base = merge_flags(ctx, flags, config, _FIELD_OF)
     cfg = validate(GenerateConfig, base, source=f"{config} and flags" if config else "flags")
@@ -132,6 +133,8 @@ def _print_summary(s: Stats, outdir: Path) -> None:
     tail = f"wall {s.elapsed_s:.1f}s; {s.resumed} already done before this run"
     if s.stopped_reason:
         tail += f"; {s.stopped_reason}"
+    if s.turns_without_ids:
+        tail += f"; {s.turns_without_ids} turns without token ids (the tokens export re-tokenizes those rows)"
     console.print(tail + f"; stats in {outdir / 'stats.json'}")
 
 

@@ -16,6 +16,8 @@ from fleetgen.generate.outcomes import Completed, Failed, Outcome
 from fleetgen.generate.profiles import SamplingProfile, assign, sent_sampling
 from fleetgen.generate.profiles import apply as apply_profile
 from fleetgen.generate.records import PromptRecord
+from fleetgen.generate.token_ids import REQUEST_FIELDS as TOKEN_ID_FIELDS
+from fleetgen.generate.token_ids import TurnIdsLog
 from fleetgen.generate.tool_turns import follow_up
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
@@ -62,6 +64,7 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
     replicas: list[str] = []
     prompt_tokens = completion_tokens = 0
     truncated = False
+    ids = TurnIdsLog()
     t0 = time.time()
     messages = prompt.messages
     # A prompt without a final answer gets one: the step past the last message (None).
@@ -92,6 +95,7 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
         prompt_tokens += answer.prompt_tokens
         completion_tokens += answer.completion_tokens
         finish.append(answer.finish_reason)
+        ids.add(answer.token_ids)
         replicas.append(replica.endpoint)
         if truncated_turn:
             if cfg.truncation == "drop":
@@ -136,10 +140,13 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
             "model": s.model,
             **_sampling_of(cfg, prompt.id, sample, profile, first_body),
             "timing": {"started_at": round(t0, 3), "latency_s": round(time.time() - t0, 3)},
+            **({"token_ids": ids.record()} if cfg.token_ids else {}),
         },
         truncated=truncated,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
+        turns_with_ids=ids.with_ids if cfg.token_ids else 0,
+        turns_without_ids=ids.without_ids if cfg.token_ids else 0,
     )
 
 
@@ -232,6 +239,8 @@ def _body(
     if prompt.tools:
         body["tools"] = prompt.tools
         body["tool_choice"] = s.tool_choice
+    if cfg.token_ids:
+        body.update(TOKEN_ID_FIELDS)
     if cfg.reasoning == "off":
         body["chat_template_kwargs"] = {"enable_thinking": False}
     return body
