@@ -104,3 +104,16 @@ def test_real_tool_calls_keep_only_results_the_target_asked_for(tool_run):
     assert len(exported) == len(rows)
     for r in exported:
         assert_coherent(r["messages"], recorded[r["id"].split("#")[0]])
+
+    # speculators rows are the ids the server was fed and sampled: a recorded result shows in them only
+    # where the target made its call (each record's result text names the record's own city).
+    out = d / "speculators.jsonl"
+    export(ExportConfig(results_dir=d / "out", output=out, format="speculators", tokenizer="smollm2",
+                        finish_reasons=["stop", "tool_calls", "length"]))
+    texts: dict[str, str] = {}
+    for r in read_jsonl(out):
+        texts[r["primary_id"]] = texts.get(r["primary_id"], "") + r["text"]
+    assert set(texts) == {f"{rid}#{k}" for rid, k in rows}
+    for (rid, k), r in rows.items():
+        result_text = next(m["content"] for m in recorded[rid] if m["role"] == "tool")
+        assert (result_text in texts[f"{rid}#{k}"]) == (r["cut"] is None), (rid, k)
