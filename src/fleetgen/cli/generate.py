@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from fleetgen.cli._config import merge_flags
+from fleetgen.cli._wide import print_whole
 from fleetgen.config import field_help as _h
 from fleetgen.config import validate
 from fleetgen.errors import ConfigError
@@ -129,7 +130,7 @@ def _print_summary(s: Stats, outdir: Path) -> None:
         "[bold]total", str(s.ok), str(s.errors), str(s.truncated), str(s.completion_tokens),
         f"{s.output_tokens_per_s:.1f}", "", "", "",
     )
-    console.print(t)
+    print_whole(console, t)
     tail = f"wall {s.elapsed_s:.1f}s; {s.resumed} already done before this run"
     if s.stopped_reason:
         tail += f"; {s.stopped_reason}"

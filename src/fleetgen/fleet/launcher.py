@@ -20,7 +20,7 @@ import psutil
 from fleetgen.errors import ConfigError, ConfigMismatchError, FleetError, PortInUseError, ReplicaStartError
 from fleetgen.fleet import probe
 from fleetgen.fleet.config import FleetConfig
-from fleetgen.fleet.devices import cpu_shares, discover_gpus, gpu_groups
+from fleetgen.fleet.devices import cpu_shares, discover_gpus, gpu_groups, sharing_waves
 from fleetgen.fleet.engines import Engine, Phase, ReplicaSpec, get_engine
 from fleetgen.fleet.logtail import LogFollower
 from fleetgen.fleet.process import is_alive, stop_processes
@@ -29,6 +29,8 @@ from fleetgen.models import model_cache_dir, resolve_model, served_name_for
 
 # Fields whose values legitimately differ across healthy replicas (free memory differs per GPU).
 SOFT_CONFIG_FIELDS = frozenset({"cache.num_gpu_blocks", "max_total_num_tokens"})
+# Differ by design where replicas share a GPU: each is given its own memory share (replicas_per_gpu).
+SHARING_SOFT_FIELDS = frozenset({"mem_fraction_static", "cache.gpu_memory_utilization"})
 
 
 @dataclass
@@ -56,7 +58,9 @@ def plan_replicas(config: FleetConfig, model_path: str) -> list[ReplicaSpec]:
     if config.gpus not in ("all", "none") and not available:
         raise ConfigError(f"--gpus {config.gpus} but no GPU is visible", hint="use --gpus none for the CPU engine")
     if available:
-        groups: list[tuple[int, ...]] = gpu_groups(config.gpus, config.tp, config.replicas, available)
+        groups: list[tuple[int, ...]] = gpu_groups(
+            config.gpus, config.tp, config.replicas, available, config.replicas_per_gpu
+        )
         cpus: list[tuple[int, ...]] = [()] * len(groups)
     else:
         if config.engine != "vllm":
@@ -100,6 +104,8 @@ def replica_specs(
             tool_call_parser=config.tool_call_parser,
             extra_args=tuple(extra_args),
             cache_dir=engine_cache_dir(config.engine, i),
+            gpu_sharers=groups.count(groups[i]) if groups[i] else 1,
+            gpu_slot=groups[:i].count(groups[i]) if groups[i] else 0,
         )
         for i in range(len(groups))
     ]
@@ -263,6 +269,7 @@ async def up(config: FleetConfig, *, on_progress: ProgressCallback | None = None
         replicas=[],
     )
     waves = [specs[:1], specs[1:]] if warm_first(config, specs) else [specs]
+    waves = [[w[p] for p in pos] for w in waves for pos in sharing_waves([s.gpu_slot for s in w])]
     started: list[tuple[ReplicaState, subprocess.Popen]] = []
     configs: list[dict[str, object]] = []
     try:
@@ -277,7 +284,9 @@ async def up(config: FleetConfig, *, on_progress: ProgressCallback | None = None
             configs += await asyncio.gather(
                 *(wait_ready(engine, r, p, config, specs[0].api_key, on_progress) for r, p in batch)
             )
-        record_configs(state.replicas, configs)
+        sharing = any(s.gpu_sharers > 1 for s in specs)
+        record_configs(state.replicas, configs, SOFT_CONFIG_FIELDS | SHARING_SOFT_FIELDS if sharing else SOFT_CONFIG_FIELDS)
+        state.replicas.sort(key=lambda r: r.index)  # started by GPU slot, kept by index
         write_state(state_dir, state)
         return state
     except BaseException:
@@ -311,9 +320,11 @@ def seed_caches(first: ReplicaSpec, wave: list[ReplicaSpec]) -> None:
             shutil.copytree(first.cache_dir, spec.cache_dir, dirs_exist_ok=True, symlinks=True)
 
 
-def record_configs(replicas: list[ReplicaState], configs: list[dict[str, object]]) -> None:
+def record_configs(
+    replicas: list[ReplicaState], configs: list[dict[str, object]], soft_fields: frozenset[str] = SOFT_CONFIG_FIELDS
+) -> None:
     """Refuse replicas that report different configurations; store each one's on its state."""
-    hard, soft = probe.compare_configs(configs, SOFT_CONFIG_FIELDS)
+    hard, soft = probe.compare_configs(configs, soft_fields)
     if hard:
         raise ConfigMismatchError(
             "replicas report different configurations: " + "; ".join(hard),
