@@ -60,6 +60,45 @@ def test_vllm_cpu_replica_gets_its_cores_and_kv_space():
     assert "CUDA_VISIBLE_DEVICES" not in env
 
 
+def test_vllm_tool_call_parser_brings_auto_tool_choice():
+    eng = get_engine("vllm")
+    cmd = eng.command(spec(tool_call_parser="qwen3_coder"), "py")
+    assert flag(cmd, "--tool-call-parser") == "qwen3_coder" and cmd.count("--enable-auto-tool-choice") == 1
+    told = eng.command(spec(tool_call_parser="hermes", extra_args=("--enable-auto-tool-choice", "--tool-call-parser=hermes")), "py")
+    assert told.count("--enable-auto-tool-choice") == 1 and "--tool-call-parser" not in told
+    plain = eng.command(spec(), "py")
+    assert "--enable-auto-tool-choice" not in plain and "--tool-call-parser" not in plain
+    assert eng.fatal_of("KeyError: 'invalid tool call parser: qwen3-coder (chose from { hermes })'") is not None
+
+
+@pytest.mark.engine
+def test_vllm_tool_call_flags_parse_with_vllms_own_parser_and_name_a_registered_parser():
+    """vLLM 0.32's serve parser and validator accept the flags; its registry has the parser names we document."""
+    import subprocess
+    import sys
+
+    eng = get_engine("vllm")
+    argvs = [eng.command(spec(tool_call_parser=name), "py")[3:] for name in ("qwen3_coder", "hermes")]
+    code = (
+        "import json, sys\n"
+        "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+        "from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args\n"
+        "from vllm.tool_parsers import ToolParserManager\n"
+        "p = make_arg_parser(FlexibleArgumentParser())\n"
+        "out = []\n"
+        "for argv in json.loads(sys.argv[1]):\n"
+        "    a = p.parse_args(argv); validate_parsed_serve_args(a)\n"
+        "    out.append([a.enable_auto_tool_choice, a.tool_call_parser, a.tool_call_parser in ToolParserManager.list_registered()])\n"
+        "print('RESULT', json.dumps(out))\n"
+    )
+    import json
+
+    r = subprocess.run([sys.executable, "-c", code, json.dumps(argvs)], capture_output=True, text=True, timeout=300)
+    line = next((x for x in r.stdout.splitlines() if x.startswith("RESULT ")), None)
+    assert line, r.stderr[-2000:]
+    assert json.loads(line[len("RESULT "):]) == [[True, "qwen3_coder", True], [True, "hermes", True]]
+
+
 def test_vllm_api_key_goes_to_environment_not_argv():
     eng = get_engine("vllm")
     s = spec(api_key="s3cret")

@@ -44,6 +44,7 @@ def cmd_up(
     max_running_requests: Annotated[Optional[int], typer.Option(help=_h(FleetConfig, "max_running_requests"))] = None,
     context_length: Annotated[Optional[int], typer.Option(help=_h(FleetConfig, "context_length"))] = None,
     enforce_eager: Annotated[bool, typer.Option(help=_h(FleetConfig, "enforce_eager"))] = False,
+    tool_call_parser: Annotated[Optional[str], typer.Option(help=_h(FleetConfig, "tool_call_parser"))] = None,
     python: Annotated[Optional[str], typer.Option(help=_h(FleetConfig, "python"))] = None,
     doctor: Annotated[bool, typer.Option(help=_h(FleetConfig, "doctor"))] = True,
     fix_dir: Annotated[Optional[Path], typer.Option(help=_h(FleetConfig, "fix_dir"))] = None,
@@ -58,7 +59,7 @@ def cmd_up(
         "engine": engine, "model": model, "replicas": replicas, "gpus": gpus, "tp": tp, "replicas_per_gpu": replicas_per_gpu,
         "host": host,
         "port_base": port_base, "max_running_requests": max_running_requests, "context_length": context_length,
-        "enforce_eager": enforce_eager, "python": python, "doctor": doctor, "fix_dir": fix_dir,
+        "enforce_eager": enforce_eager, "tool_call_parser": tool_call_parser, "python": python, "doctor": doctor, "fix_dir": fix_dir,
         "startup_timeout": startup_timeout, "state": state, "api_key": api_key, "ray": ray,
     }
     base = merge_flags(ctx, flags, config, {"startup_timeout": "startup_timeout_s", "state": "state_dir"})

@@ -69,9 +69,20 @@ class Stats:
     interrupted: bool = False
     stopped_reason: str | None = None
     replicas: list[ReplicaStats] = field(default_factory=list)
+    tool_cuts: dict[str, int] = field(default_factory=dict)  # samples ended at the target's turn, by reason
+    tool_results_kept: int = 0
+    tool_results_dropped: int = 0  # recorded results of calls the target did not make, outside cuts
 
     def __post_init__(self) -> None:
         self.started = self.clock()
+
+    def count_tool_turns(self, record: dict[str, Any]) -> None:
+        """Advance the tool-turn counters from one result record (see generate/tool_turns.py)."""
+        cut = record.get("cut")
+        if cut:
+            self.tool_cuts[cut["reason"]] = self.tool_cuts.get(cut["reason"], 0) + 1
+        self.tool_results_kept += sum(1 for m in record.get("messages") or () if m.get("role") == "tool")
+        self.tool_results_dropped += len(record.get("dropped_tool_results") or ())
 
     @property
     def done(self) -> int:
@@ -114,6 +125,12 @@ class Stats:
                 "errors": self.errors,
                 "input_errors": self.input_errors,
                 "truncated": self.truncated,
+            },
+            "tool_turns": {
+                "cut": sum(self.tool_cuts.values()),
+                "cut_by_reason": dict(sorted(self.tool_cuts.items())),
+                "results_kept": self.tool_results_kept,
+                "results_dropped": self.tool_results_dropped,
             },
             "tokens": {"prompt": self.prompt_tokens, "completion": self.completion_tokens},
             "retries": self.retries,

@@ -146,6 +146,10 @@ class Pipeline:
         section = self.job.generate
         outdir = Path(section.output_dir) if section.output_dir else self.workdir / "generate"
         identity = section.model_dump(mode="json", exclude={"api_key", "force", "retry_errors", "prompts", "output_dir", *_WATCH_FIELDS})
+        # Fields added later count only when set, so a job written before them keeps its fingerprint.
+        for key, default in (("profiles", []), ("tool_match", "arguments")):
+            if identity.get(key) == default:
+                identity.pop(key, None)
         model = self.job.fleet.model_dump(mode="json", include={"engine", "model", "served_model_name"}) if self.job.fleet else None
         fp = fingerprint(identity, prompts_fp, json.dumps(model))
         self.summary.results = outdir / "results.jsonl"

@@ -47,6 +47,7 @@ class ReplicaSpec:
     enforce_eager: bool = False
     cpu_kv_cache_gb: float = 2.0
     api_key: str | None = None
+    tool_call_parser: str | None = None
     extra_args: tuple[str, ...] = ()
     cache_dir: Path | None = None
     # Replicas sharing this replica's GPU group, and this one's place among them (0 starts first).

@@ -120,6 +120,8 @@ class SglangEngine(Engine):
             args += ["--context-length", str(spec.context_length)]
         if spec.enforce_eager and "--disable-cuda-graph" not in passed:
             args += ["--disable-cuda-graph"]
+        if spec.tool_call_parser and "--tool-call-parser" not in passed:
+            args += ["--tool-call-parser", spec.tool_call_parser]
         if spec.api_key:
             # 0.5.12 reads the key from argv only (no environment variable); state keeps a redacted copy.
             args += ["--api-key", spec.api_key]
