@@ -2,7 +2,8 @@
 
 A line is written whole, in one write() per batch, then flushed and fsynced; after a crash only
 the last line can be torn, and `repair` cuts it. What is done is read back by id, never by
-counting lines.
+counting lines: from the key index beside the results (keyindex.py) for what it covers, from the
+results themselves for the rest.
 """
 
 from __future__ import annotations
@@ -10,12 +11,17 @@ from __future__ import annotations
 import errno
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 
 from fleetgen.errors import InputError, OutputError, ResumeMismatchError
+from fleetgen.generate import keyindex
+from fleetgen.generate.doneset import DoneSet, id_hash
+from fleetgen.generate.keyindex import INDEX, line_start
 
 RESULTS = "results.jsonl"
 ERRORS = "errors.jsonl"
@@ -28,36 +34,6 @@ STATS = "stats.json"
 _KEY_RE = re.compile(rb'^\{"id":("[^"\\]*(?:\\.[^"\\]*)*"|null),"sample":(\d+|null)')
 
 
-class DoneSet:
-    """Which (id, sample) pairs are recorded, as a bitmask per id (compact for millions of rows)."""
-
-    def __init__(self) -> None:
-        self._samples: dict[str, int] = {}
-        self.bad_lines: set[int] = set()
-        self.results = 0
-        self.errors = 0
-
-    def add(self, rid: str, sample: int) -> bool:
-        """Mark (rid, sample) done; False when it already was."""
-        bits = self._samples.get(rid, 0)
-        bit = 1 << sample
-        if bits & bit:
-            return False
-        self._samples[rid] = bits | bit
-        return True
-
-    def __contains__(self, key: tuple[str, int]) -> bool:
-        return bool(self._samples.get(key[0], 0) & (1 << key[1]))
-
-    def has_all(self, rid: str, samples: int) -> bool:
-        """Whether samples 0 to samples-1 of `rid` are all recorded (one lookup, for the resume's skip pass)."""
-        mask = (1 << samples) - 1
-        return (self._samples.get(rid, 0) & mask) == mask
-
-    def __len__(self) -> int:
-        return self.results + self.errors
-
-
 def repair(path: Path) -> int:
     """Cut a torn or unparsable tail so the file ends with a complete line; returns bytes removed."""
     if not path.exists():
@@ -66,7 +42,7 @@ def repair(path: Path) -> int:
     with open(path, "rb+") as f:
         keep = size
         while keep > 0:
-            start = _line_start(f, keep)
+            start = line_start(f, keep)
             f.seek(keep - 1)
             if f.read(1) == b"\n":
                 f.seek(start)
@@ -83,21 +59,6 @@ def repair(path: Path) -> int:
     return size - keep
 
 
-def _line_start(f: Any, end: int) -> int:
-    """Offset where the line ending at `end` (exclusive, newline included) begins."""
-    pos = end - 1  # skip the line's own newline
-    block = 1 << 16
-    while pos > 0:
-        start = max(0, pos - block)
-        f.seek(start)
-        chunk = f.read(pos - start)
-        nl = chunk.rfind(b"\n")
-        if nl >= 0:
-            return start + nl + 1
-        pos = start
-    return 0
-
-
 def _key_of(line: bytes) -> tuple[str | None, int | None, dict[str, Any] | None]:
     m = _KEY_RE.match(line)
     if m:
@@ -108,35 +69,68 @@ def _key_of(line: bytes) -> tuple[str | None, int | None, dict[str, Any] | None]
     return rec.get("id"), rec.get("sample"), rec
 
 
-def _scan_results(path: Path, done: DoneSet) -> None:
-    """Keys of results.jsonl: the line's head by regex, the id decoded without a JSON parse unless escaped."""
-    samples = done._samples
+def _scan_results(path: Path, start: int = 0) -> tuple[np.ndarray, int, bytes]:
+    """Keys of results.jsonl from byte `start` on, the end offset and the last line read.
+
+    The key is read from the line's head by regex, the id decoded without a JSON parse unless escaped.
+    """
     match = _KEY_RE.match
-    added = 0
+    hashes: list[int] = []
+    samples: list[int] = []
+    last = b""
     with open(path, "rb") as f:
+        f.seek(start)
         for line in f:
+            last = line
             m = match(line)
             if m is not None and m.group(1) != b"null" and m.group(2) != b"null":
                 raw, sample = m.groups()
                 rid = orjson.loads(raw) if b"\\" in raw else raw[1:-1].decode()
-                bit = 1 << int(sample)
-                bits = samples.get(rid, 0)
-                if not bits & bit:
-                    samples[rid] = bits | bit
-                    added += 1
+                sample = int(sample)
             elif line.strip():
                 rid, sample, _ = _key_of(line)
-                if rid is not None and sample is not None and done.add(rid, sample):
-                    added += 1
-    done.results += added
+                if type(rid) is not str or type(sample) is not int or sample < 0:
+                    continue
+            else:
+                continue
+            if sample < 1 << 32:
+                hashes.append(id_hash(rid))
+                samples.append(sample)
+        end = f.tell()
+    return _keys_array(hashes, samples), end, last
 
 
-def load_done(outdir: Path) -> DoneSet:
-    """Read results and errors into a DoneSet: one streaming pass, the key read from each line's head."""
+def _keys_array(hashes: list[int], samples: list[int]) -> np.ndarray:
+    keys = np.empty(len(hashes), dtype=keyindex.KEY_DTYPE)
+    keys["lo"] = [h & _U64 for h in hashes]
+    keys["hi"] = [h >> 64 for h in hashes]
+    keys["sample"] = samples
+    return keys
+
+
+_U64 = (1 << 64) - 1
+
+
+def load_done(outdir: Path, *, update_index: bool = False) -> DoneSet:
+    """Read results and errors into a DoneSet: results through the key index where it is sound, the rest scanned.
+
+    With update_index, the index is brought level with the results: a stale or missing one is
+    rewritten (atomically), a torn tail cut, and the keys read from the results appended.
+    """
     done = DoneSet()
-    results = outdir / RESULTS
+    results, index = outdir / RESULTS, outdir / INDEX
+    loaded = keyindex.read_index(index)
+    if loaded is not None and not keyindex.matches_results(loaded, results):
+        loaded = None  # stale: it describes other results
+    start = loaded.end if loaded is not None else 0
     if results.exists():
-        _scan_results(results, done)
+        tail, end, last = _scan_results(results, start)
+    else:
+        tail, end, last = np.empty(0, dtype=keyindex.KEY_DTYPE), 0, b""
+    keys = tail if loaded is None else np.concatenate([loaded.keys, tail])
+    done.results = done.add_many(keys["lo"], keys["hi"], keys["sample"])
+    if update_index:
+        _level_index(index, loaded, keys, tail, start, end, last)
     errors = outdir / ERRORS
     if errors.exists():
         with open(errors, "rb") as f:
@@ -150,9 +144,28 @@ def load_done(outdir: Path) -> DoneSet:
                     if isinstance(rec.get("line"), int):
                         done.bad_lines.add(rec["line"])
                         done.errors += 1
-                elif rid is not None and done.add(rid, sample):
+                elif isinstance(rid, str) and done.add(rid, sample):
                     done.errors += 1
     return done
+
+
+def _level_index(
+    index: Path, loaded: keyindex.Loaded | None, keys: np.ndarray, tail: np.ndarray, start: int, end: int, last: bytes
+) -> None:
+    """Make the index cover results bytes [0, end): rewrite it, or cut its unsound tail and append what was scanned."""
+    try:
+        if loaded is None:
+            frame = keyindex.encode_keys(keys, 0, end, last) if end else b""
+            write_atomic(index, keyindex.HEADER + frame)
+            return
+        if not loaded.whole:
+            os.truncate(index, loaded.good_bytes)
+        if end > start:
+            with open(index, "ab") as f:
+                f.write(keyindex.encode_keys(tail, start, end, last))
+    except (OSError, OutputError) as e:
+        # Advisory only: the next open reads from the results what the index lacks.
+        print(f"note: key index {index} not updated ({e}); the next resume reads the results instead", file=sys.stderr)
 
 
 def archive_errors(outdir: Path) -> Path | None:
@@ -276,6 +289,10 @@ class Journal:
         except OSError as e:
             self.close()
             raise output_error(path, e) from None
+        try:
+            self._index_fd: int | None = os.open(self.outdir / INDEX, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        except OSError:
+            self._index_fd = None  # no index (it could not be written): resumes read the results
 
     @classmethod
     def open(cls, outdir: Path, *, retry_errors: bool) -> tuple[Journal, DoneSet]:
@@ -297,18 +314,44 @@ class Journal:
                 archive_errors(outdir)
             except OSError as e:
                 raise output_error(outdir / ERRORS, e) from None
-        done = load_done(outdir)
+        done = load_done(outdir, update_index=True)
         journal = cls(outdir)
         _fsync_dir(outdir)
         return journal, done
 
     def commit(self, results: list[bytes], errors: list[bytes]) -> None:
         """Append each batch, then fsync: every line is either all there or not there at all."""
-        for fd, path, lines in zip(self._fds, self._paths, (results, errors)):
-            if lines:
-                self._append(fd, path, b"".join(lines))
+        if results:
+            data = b"".join(results)
+            start = self._append(self._fds[0], self._paths[0], data)
+            self._index(results, start, start + len(data))
+        if errors:
+            self._append(self._fds[1], self._paths[1], b"".join(errors))
 
-    def _append(self, fd: int, path: Path, data: bytes) -> None:
+    def _index(self, lines: list[bytes], start: int, end: int) -> None:
+        """Append the keys of result lines now fsynced in bytes [start, end); a failure only stops the index."""
+        if self._index_fd is None:
+            return
+        hashes, samples = [], []
+        for line in lines:
+            m = _KEY_RE.match(line)
+            rid, sample = (orjson.loads(m.group(1)), int(m.group(2))) if m else _key_of(line)[:2]
+            hashes.append(id_hash(rid))
+            samples.append(sample)
+        frame = keyindex.encode_frame(hashes, samples, start, end, lines[-1])
+        try:
+            n = os.write(self._index_fd, frame)
+            if n != len(frame):
+                raise OSError(errno.EIO, f"short write ({n} of {len(frame)} bytes)")
+        except OSError as e:
+            # The frame is torn or missing: the next open keeps the frames before it and reads the rest
+            # from the results. Writing later frames would leave a gap, so the index stops here.
+            print(f"note: key index not updated ({e.strerror or e}); the next resume reads the results instead", file=sys.stderr)
+            os.close(self._index_fd)
+            self._index_fd = None
+
+    def _append(self, fd: int, path: Path, data: bytes) -> int:
+        """Write data at the end of the file and fsync; returns the offset it starts at."""
         try:
             if os.fstat(fd).st_nlink == 0:
                 # Writes to a deleted file succeed and vanish: stop instead of losing the run's work.
@@ -332,10 +375,14 @@ class Journal:
             except OSError:
                 pass  # a resume cuts the torn tail (repair) if even this fails
             raise output_error(path, e) from None
+        return start
 
     def close(self) -> None:
         while self._fds:
             os.close(self._fds.pop())
+        if getattr(self, "_index_fd", None) is not None:
+            os.close(self._index_fd)
+            self._index_fd = None
 
 
 def dumps_line(record: dict[str, Any]) -> bytes:
