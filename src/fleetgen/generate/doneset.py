@@ -43,9 +43,9 @@ class DoneSet:
     def _alloc(self, bits: int) -> None:
         size = 1 << bits
         self._mask = size - 1
-        self._hi = array("Q", bytes(8 * size))
-        self._lo = array("Q", bytes(8 * size))
-        self._bits = array("Q", bytes(8 * size))  # 0 marks an empty slot
+        self._hi = array("Q", [0]) * size
+        self._lo = array("Q", [0]) * size
+        self._bits = array("Q", [0]) * size  # 0 marks an empty slot
 
     def _slot(self, h: int) -> int:
         """The slot holding hash h, or the empty slot where it would go."""
@@ -119,21 +119,26 @@ class DoneSet:
         lo, hi, sample = (np.asarray(a, dtype=np.uint64) for a in (lo, hi, sample))
         before = self._pairs()
         wide = sample >= 64
-        for w_lo, w_hi, w_s in zip(lo[wide].tolist(), hi[wide].tolist(), sample[wide].tolist()):
-            self._wide.add((w_hi << 64 | w_lo, w_s))
-        narrow = ~wide
+        if wide.any():
+            for w_lo, w_hi, w_s in zip(lo[wide].tolist(), hi[wide].tolist(), sample[wide].tolist()):
+                self._wide.add((w_hi << 64 | w_lo, w_s))
+            lo, hi, sample = lo[~wide], hi[~wide], sample[~wide]
         occupied = self._occupied()
-        keys_lo = np.concatenate([occupied[0], lo[narrow]])
-        keys_hi = np.concatenate([occupied[1], hi[narrow]])
-        bits = np.concatenate([occupied[2], np.left_shift(np.uint64(1), sample[narrow])])
-        order = np.lexsort((keys_lo, keys_hi))
+        keys_lo = np.concatenate([occupied[0], lo])
+        keys_hi = np.concatenate([occupied[1], hi])
+        bits = np.concatenate([occupied[2], np.left_shift(np.uint64(1), sample)])
+        # One id per key: sort by the low word, merge equal keys' sample bits. Two ids with the same low
+        # word and different high words (about 1 in 2^64 per pair) could interleave: then sort by both.
+        order = np.argsort(keys_lo)
         keys_lo, keys_hi, bits = keys_lo[order], keys_hi[order], bits[order]
-        if len(order):
-            first = np.empty(len(order), dtype=bool)
-            first[0] = True
-            np.not_equal(keys_lo[1:], keys_lo[:-1], out=first[1:])
-            first[1:] |= keys_hi[1:] != keys_hi[:-1]
-            starts = np.flatnonzero(first)
+        same_lo = keys_lo[1:] == keys_lo[:-1]
+        if (same_lo & (keys_hi[1:] != keys_hi[:-1])).any():
+            order = np.lexsort((keys_hi, keys_lo))
+            keys_lo, keys_hi, bits = keys_lo[order], keys_hi[order], bits[order]
+            same_lo = keys_lo[1:] == keys_lo[:-1]
+        same = same_lo & (keys_hi[1:] == keys_hi[:-1])
+        if same.any():
+            starts = np.flatnonzero(np.concatenate([[True], ~same]))
             keys_lo, keys_hi, bits = keys_lo[starts], keys_hi[starts], np.bitwise_or.reduceat(bits, starts)
         self._place(keys_lo, keys_hi, bits)
         return self._pairs() - before
@@ -154,26 +159,27 @@ class DoneSet:
     def _place(self, lo: np.ndarray, hi: np.ndarray, bits: np.ndarray, table_bits: int = 0) -> None:
         """Put distinct keys into a fresh table at most 2/3 full (or of table_bits, if larger).
 
-        Linear probing in rounds: in round k every key not yet placed tries slot (base + k) & mask,
-        and one key per empty slot takes it. A key placed in round k therefore finds slots
-        base..base+k-1 taken, exactly as `_slot` expects when it probes one by one.
+        Inserting keys in order of their home slot, linear probing puts key i at
+        p_i = max(home_i, p_(i-1) + 1), i.e. p = i + running max of (home - i): one sort and one
+        cumulative max. The few that run past the table's end wrap to its start, one by one.
         """
         n = len(lo)
         self._alloc(max(_bits_for(n), table_bits))
-        mask = np.uint64(self._mask)
+        mask = self._mask
+        order = np.argsort(lo & np.uint64(mask), kind="stable")
+        lo, hi, bits = lo[order], hi[order], bits[order]
+        rank = np.arange(n, dtype=np.int64)
+        pos = rank + np.maximum.accumulate((lo & np.uint64(mask)).astype(np.int64) - rank) if n else rank
+        inside = pos <= mask
         t_lo = np.frombuffer(self._lo, dtype=np.uint64)
         t_hi = np.frombuffer(self._hi, dtype=np.uint64)
         t_bits = np.frombuffer(self._bits, dtype=np.uint64)
-        pos = lo & mask
-        idx = np.arange(n)
-        while len(idx):
-            free_at = np.flatnonzero(t_bits[pos] == 0)
-            slots, first = np.unique(pos[free_at], return_index=True)
-            won_at = free_at[first]
-            winners = idx[won_at]
-            t_lo[slots], t_hi[slots], t_bits[slots] = lo[winners], hi[winners], bits[winners]
-            keep = np.ones(len(idx), dtype=bool)
-            keep[won_at] = False
-            idx = idx[keep]
-            pos = (pos[keep] + np.uint64(1)) & mask
-        self._n = n
+        at = pos[inside]
+        t_lo[at], t_hi[at], t_bits[at] = lo[inside], hi[inside], bits[inside]
+        self._n = int(inside.sum())
+        for w_lo, w_hi, w_bits in zip(lo[~inside].tolist(), hi[~inside].tolist(), bits[~inside].tolist()):
+            i = 0  # their probe has run through the table's end: continue from slot 0
+            while self._bits[i]:
+                i += 1
+            self._lo[i], self._hi[i], self._bits[i] = w_lo, w_hi, w_bits
+            self._n += 1
