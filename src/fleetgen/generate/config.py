@@ -82,6 +82,13 @@ class GenerateConfig(StrictModel):
     commit_interval_s: float = Field(
         0.2, ge=0, description="Group commit: results gathered for up to this long share one write and fsync."
     )
+    shard: str | None = Field(
+        None, pattern=r"^\d+/\d+$",
+        description=(
+            "i/N: this process does shard i of N (0-based) of the prompt ids, chosen by a hash of the id, into its "
+            "own journal files in the shared output directory; run N processes (any machines) to cover the job."
+        ),
+    )
 
     @field_validator("endpoints")
     @classmethod
@@ -97,6 +104,15 @@ class GenerateConfig(StrictModel):
         if len(set(out)) != len(out):
             raise ValueError("endpoints must be distinct")
         return out
+
+    @field_validator("shard")
+    @classmethod
+    def _check_shard(cls, v: str | None) -> str | None:
+        if v is not None:
+            i, n = map(int, v.split("/"))
+            if not 0 <= i < n:
+                raise ValueError(f"shard {v!r}: need 0 <= i < N")
+        return v
 
     @model_validator(mode="after")
     def _one_source(self) -> GenerateConfig:

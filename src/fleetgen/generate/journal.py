@@ -21,12 +21,17 @@ import orjson
 from fleetgen.errors import InputError, OutputError, ResumeMismatchError
 from fleetgen.generate import keyindex
 from fleetgen.generate.doneset import DoneSet, id_hash
-from fleetgen.generate.keyindex import INDEX, line_start
+from fleetgen.generate.keyindex import line_start
 
 RESULTS = "results.jsonl"
 ERRORS = "errors.jsonl"
 JOB = "job.json"
 STATS = "stats.json"
+
+
+def journal_names(suffix: str = "") -> tuple[str, str, str]:
+    """The results, errors and key index file names of one journal ('' suffix: the whole job's; see shard.py)."""
+    return f"results{suffix}.jsonl", f"errors{suffix}.jsonl", f"results{suffix}.keys"
 
 # Records are written with "id" then "sample" first, so the key is read without parsing the whole line.
 # The id's string is written unrolled ("[^"\\]*(?:\\.[^"\\]*)*", not "(?:[^"\\]|\\.)*"): the same
@@ -111,14 +116,15 @@ def _keys_array(hashes: list[int], samples: list[int]) -> np.ndarray:
 _U64 = (1 << 64) - 1
 
 
-def load_done(outdir: Path, *, update_index: bool = False) -> DoneSet:
+def load_done(outdir: Path, *, update_index: bool = False, suffix: str = "") -> DoneSet:
     """Read results and errors into a DoneSet: results through the key index where it is sound, the rest scanned.
 
     With update_index, the index is brought level with the results: a stale or missing one is
     rewritten (atomically), a torn tail cut, and the keys read from the results appended.
     """
     done = DoneSet()
-    results, index = outdir / RESULTS, outdir / INDEX
+    names = journal_names(suffix)
+    results, index = outdir / names[0], outdir / names[2]
     loaded = keyindex.read_index(index)
     if loaded is not None and not keyindex.matches_results(loaded, results):
         loaded = None  # stale: it describes other results
@@ -131,7 +137,7 @@ def load_done(outdir: Path, *, update_index: bool = False) -> DoneSet:
     done.results = done.add_many(keys["lo"], keys["hi"], keys["sample"])
     if update_index:
         _level_index(index, loaded, keys, tail, start, end, last)
-    errors = outdir / ERRORS
+    errors = outdir / names[1]
     if errors.exists():
         with open(errors, "rb") as f:
             for line in f:
@@ -168,15 +174,15 @@ def _level_index(
         print(f"note: key index {index} not updated ({e}); the next resume reads the results instead", file=sys.stderr)
 
 
-def archive_errors(outdir: Path) -> Path | None:
+def archive_errors(outdir: Path, suffix: str = "") -> Path | None:
     """Move errors.jsonl aside (atomic rename) so its rows are attempted again and recorded once."""
-    errors = outdir / ERRORS
+    errors = outdir / journal_names(suffix)[1]
     if not errors.exists() or errors.stat().st_size == 0:
         return None
     n = 1
-    while (outdir / f"errors.retried-{n}.jsonl").exists():
+    while (outdir / f"errors{suffix}.retried-{n}.jsonl").exists():
         n += 1
-    target = outdir / f"errors.retried-{n}.jsonl"
+    target = outdir / f"errors{suffix}.retried-{n}.jsonl"
     os.replace(errors, target)
     _fsync_dir(outdir)
     return target
@@ -223,7 +229,7 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Write to a temporary file, fsync, rename: readers see the old file or the new one; OSError becomes OutputError."""
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # per process: shards write job.json side by side
     try:
         try:
             with open(tmp, "wb") as f:
@@ -279,9 +285,10 @@ class Journal:
     _write = staticmethod(os.write)
     _fsync = staticmethod(os.fsync)
 
-    def __init__(self, outdir: Path) -> None:
+    def __init__(self, outdir: Path, suffix: str = "") -> None:
         self.outdir = Path(outdir)
-        self._paths = (self.outdir / RESULTS, self.outdir / ERRORS)
+        results, errors, index = journal_names(suffix)
+        self._paths = (self.outdir / results, self.outdir / errors)
         self._fds: list[int] = []
         try:
             for path in self._paths:
@@ -290,19 +297,19 @@ class Journal:
             self.close()
             raise output_error(path, e) from None
         try:
-            self._index_fd: int | None = os.open(self.outdir / INDEX, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+            self._index_fd: int | None = os.open(self.outdir / index, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
         except OSError:
             self._index_fd = None  # no index (it could not be written): resumes read the results
 
     @classmethod
-    def open(cls, outdir: Path, *, retry_errors: bool) -> tuple[Journal, DoneSet]:
-        """Repair torn tails, set errors aside when retrying them, and read what is done."""
+    def open(cls, outdir: Path, *, retry_errors: bool, suffix: str = "") -> tuple[Journal, DoneSet]:
+        """Repair torn tails, set errors aside when retrying them, and read what is done (of one shard's journal)."""
         outdir = Path(outdir)
         try:
             outdir.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise InputError(f"cannot create output directory {outdir}: {e.strerror}") from None
-        for name in (RESULTS, ERRORS):
+        for name in journal_names(suffix)[:2]:
             try:
                 cut = repair(outdir / name)
             except OSError as e:
@@ -311,11 +318,11 @@ class Journal:
                 print(f"note: repaired {name}: cut {cut} bytes of a torn last line", flush=True)
         if retry_errors:
             try:
-                archive_errors(outdir)
+                archive_errors(outdir, suffix)
             except OSError as e:
-                raise output_error(outdir / ERRORS, e) from None
-        done = load_done(outdir, update_index=True)
-        journal = cls(outdir)
+                raise output_error(outdir / journal_names(suffix)[1], e) from None
+        done = load_done(outdir, update_index=True, suffix=suffix)
+        journal = cls(outdir, suffix)
         _fsync_dir(outdir)
         return journal, done
 
