@@ -260,8 +260,8 @@ def test_an_index_write_failure_costs_the_index_not_the_run(tmp_path, monkeypatc
     assert ("a", 0) in done and ("b", 0) in done and ("c", 0) in done and done.results == 3
 
 
-def test_bulk_placement_wraps_past_the_table_end():
-    """Keys whose home is the last slots run past the end and wrap to slot 0; each is still found, once."""
+def test_bulk_insert_wraps_past_the_table_end():
+    """Keys whose home is the last slots probe past the end and wrap to slot 0; each is still found, once."""
     done = DoneSet()
     top = 2**12 - 1  # home slot of these keys in the smallest table
     lo = np.array([top] * 40 + [0, 1, 2] + [top - 1] * 5, dtype=np.uint64)
@@ -271,3 +271,27 @@ def test_bulk_placement_wraps_past_the_table_end():
         assert not done.add_hash(h_hi << 64 | h_lo, 0)  # already there
         assert done.add_hash(h_hi << 64 | h_lo, 1)  # same slot, a new sample
     assert done._n == len(lo) and done._pairs() == 2 * len(lo)
+
+
+def test_chunked_rebuild_and_bulk_inserts_read_exactly_what_the_scan_reads(tmp_path, monkeypatch):
+    """Small chunks, so a rebuild writes many frames and the done set takes many bulk inserts and grows."""
+    import fleetgen.generate.doneset as doneset_mod
+
+    monkeypatch.setattr(keyindex, "FRAME_KEYS", 7)
+    monkeypatch.setattr(doneset_mod, "CHUNK", 11)
+    rng = random.Random(8)
+    outdir = tmp_path / "out"
+    batches = [[(f"k{rng.randrange(9000)}", rng.choice([0, 1, 2, 64])) for _ in range(rng.randint(1, 60))] for _ in range(300)]
+    write_batches(outdir, batches)
+    ref = content(reference(outdir, tmp_path))
+    (outdir / INDEX).unlink()
+    journal, done = Journal.open(outdir, retry_errors=False)
+    journal.close()
+    assert content(done) == ref and done._mask > 4096  # grew past the first table
+    rebuilt = read_index(outdir / INDEX)
+    assert rebuilt.whole and rebuilt.end == (outdir / RESULTS).stat().st_size  # every frame sound and contiguous
+    whole = (outdir / INDEX).read_bytes()
+    assert whole.count(b"KF01") > 100  # one frame per 7 keys
+    for cut in rng.sample(range(len(whole)), 8):
+        (outdir / INDEX).write_bytes(whole[:cut])
+        assert content(load_done(outdir)) == ref

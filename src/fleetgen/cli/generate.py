@@ -44,6 +44,7 @@ def cmd_generate(
     retry_errors: Annotated[bool, typer.Option("--retry-errors", help=_h(GenerateConfig, "retry_errors"))] = False,
     force: Annotated[bool, typer.Option("--force", help=_h(GenerateConfig, "force"))] = False,
     shard: Annotated[Optional[str], typer.Option("--shard", help=_h(GenerateConfig, "shard"))] = None,
+    event_loop: Annotated[str, typer.Option(help=_h(GenerateConfig, "event_loop"))] = "auto",
     api_key: Annotated[
         Optional[str],
         typer.Option("--api-key", envvar="FLEETGEN_API_KEY", show_envvar=True, help=_h(GenerateConfig, "api_key")),
@@ -59,6 +60,7 @@ def cmd_generate(
         "concurrency": concurrency, "reasoning": reasoning, "truncation": truncation,
         "context_length": context_length, "dispatch": dispatch, "prefix_affinity": prefix_affinity,
         "hedge": hedge, "retry_errors": retry_errors, "force": force, "api_key": api_key, "shard": shard,
+        "event_loop": event_loop,
     }
     base = merge_flags(ctx, flags, config, _FIELD_OF)
     cfg = validate(GenerateConfig, base, source=f"{config} and flags" if config else "flags")

@@ -17,6 +17,7 @@ import numpy as np
 
 _U64 = (1 << 64) - 1
 _MIN_BITS = 12
+CHUNK = 1 << 20  # keys per bulk insert
 
 
 def id_hash(rid: str) -> int:
@@ -90,6 +91,8 @@ class DoneSet:
 
     def has_all(self, rid: str, samples: int) -> bool:
         """Whether samples 0 to samples-1 of `rid` are all recorded (one hash and one probe, for the skip pass)."""
+        if not self._n:
+            return False  # a fresh run: no hash needed
         h = id_hash(rid)
         mask = (1 << min(samples, 64)) - 1
         if self._bits[self._slot(h)] & mask != mask:
@@ -114,34 +117,68 @@ class DoneSet:
 
     # --- bulk: numpy builds the table from many keys at once (the key index, a growing table) ---------
 
+    def reserve(self, ids: int) -> None:
+        """Size the table for `ids` ids up front (a resume knows the count from the index), so it need not grow."""
+        if 3 * (self._mask + 1) < 4 * ids:
+            self._rebuild(_bits_for(ids))
+
     def add_many(self, lo: np.ndarray, hi: np.ndarray, sample: np.ndarray) -> int:
-        """Add many (hash, sample) keys at once; returns how many pairs were new."""
-        lo, hi, sample = (np.asarray(a, dtype=np.uint64) for a in (lo, hi, sample))
-        before = self._pairs()
+        """Add many (hash, sample) keys at once, a chunk at a time; returns how many pairs were new.
+
+        Memory stays the table plus one chunk's temporaries (~100 MB), however many keys come in.
+        """
+        new = 0
+        for start in range(0, len(lo), CHUNK):
+            new += self._insert(*(np.ascontiguousarray(a[start : start + CHUNK], dtype=np.uint64) for a in (lo, hi, sample)))
+        return new
+
+    def _insert(self, lo: np.ndarray, hi: np.ndarray, sample: np.ndarray) -> int:
+        new = 0
         wide = sample >= 64
         if wide.any():
             for w_lo, w_hi, w_s in zip(lo[wide].tolist(), hi[wide].tolist(), sample[wide].tolist()):
-                self._wide.add((w_hi << 64 | w_lo, w_s))
+                if (w_hi << 64 | w_lo, w_s) not in self._wide:
+                    self._wide.add((w_hi << 64 | w_lo, w_s))
+                    new += 1
             lo, hi, sample = lo[~wide], hi[~wide], sample[~wide]
-        occupied = self._occupied()
-        keys_lo = np.concatenate([occupied[0], lo])
-        keys_hi = np.concatenate([occupied[1], hi])
-        bits = np.concatenate([occupied[2], np.left_shift(np.uint64(1), sample)])
-        # One id per key: sort by the low word, merge equal keys' sample bits. Two ids with the same low
-        # word and different high words (about 1 in 2^64 per pair) could interleave: then sort by both.
-        order = np.argsort(keys_lo)
-        keys_lo, keys_hi, bits = keys_lo[order], keys_hi[order], bits[order]
-        same_lo = keys_lo[1:] == keys_lo[:-1]
-        if (same_lo & (keys_hi[1:] != keys_hi[:-1])).any():
-            order = np.lexsort((keys_hi, keys_lo))
-            keys_lo, keys_hi, bits = keys_lo[order], keys_hi[order], bits[order]
-            same_lo = keys_lo[1:] == keys_lo[:-1]
-        same = same_lo & (keys_hi[1:] == keys_hi[:-1])
-        if same.any():
-            starts = np.flatnonzero(np.concatenate([[True], ~same]))
-            keys_lo, keys_hi, bits = keys_lo[starts], keys_hi[starts], np.bitwise_or.reduceat(bits, starts)
-        self._place(keys_lo, keys_hi, bits)
-        return self._pairs() - before
+        lo, hi, bits = _distinct(lo, hi, np.left_shift(np.uint64(1), sample))
+        if 4 * (self._n + len(lo)) > 3 * (self._mask + 1):
+            self._rebuild(_bits_for(self._n + len(lo)))
+        return new + self._probe_in(lo, hi, bits)
+
+    def _probe_in(self, lo: np.ndarray, hi: np.ndarray, bits: np.ndarray) -> int:
+        """Insert distinct keys by linear probing, all at once: returns the pairs that were new.
+
+        In round k each key not yet settled looks at slot (home + k) & mask: the same key there takes
+        its bits; an empty slot is taken by one of the keys that reached it (the others go on). A key
+        that settles in round k has found slots home..home+k-1 taken by other keys, exactly what
+        `_slot` walks through when it probes one slot at a time.
+        """
+        mask = np.uint64(self._mask)
+        t_lo = np.frombuffer(self._lo, dtype=np.uint64)
+        t_hi = np.frombuffer(self._hi, dtype=np.uint64)
+        t_bits = np.frombuffer(self._bits, dtype=np.uint64)
+        pos = lo & mask
+        new = 0
+        while len(lo):
+            cur = t_bits[pos]
+            same = (cur != 0) & (t_lo[pos] == lo) & (t_hi[pos] == hi)
+            if same.any():
+                at, add = pos[same], bits[same]
+                new += int(np.bitwise_count(add & ~cur[same]).sum())
+                t_bits[at] = cur[same] | add
+            free_at = np.flatnonzero(cur == 0)
+            if len(free_at):
+                slots, first = np.unique(pos[free_at], return_index=True)
+                won = free_at[first]
+                t_lo[slots], t_hi[slots], t_bits[slots] = lo[won], hi[won], bits[won]
+                new += int(np.bitwise_count(bits[won]).sum())
+                self._n += len(won)
+                same[won] = True
+            keep = ~same
+            lo, hi, bits = lo[keep], hi[keep], bits[keep]
+            pos = (pos[keep] + np.uint64(1)) & mask
+        return new
 
     def _pairs(self) -> int:
         return int(np.bitwise_count(np.frombuffer(self._bits, dtype=np.uint64)).sum()) + len(self._wide)
@@ -152,34 +189,31 @@ class DoneSet:
         return np.frombuffer(self._lo, dtype=np.uint64)[used], np.frombuffer(self._hi, dtype=np.uint64)[used], bits[used]
 
     def _rebuild(self, bits: int) -> None:
-        """Grow the table: every slot placed again by numpy, not one by one in Python."""
-        lo, hi, b = (a.copy() for a in self._occupied())
-        self._place(lo, hi, b, bits)
+        """Move every id into a table of 2**bits slots (numpy, a chunk at a time; not one by one in Python)."""
+        old_lo, old_hi, old_bits = self._lo, self._hi, self._bits
+        self._alloc(bits)
+        self._n = 0
+        used = np.flatnonzero(np.frombuffer(old_bits, dtype=np.uint64))
+        for start in range(0, len(used), CHUNK):
+            at = used[start : start + CHUNK]
+            self._probe_in(*(np.frombuffer(a, dtype=np.uint64)[at] for a in (old_lo, old_hi, old_bits)))
 
-    def _place(self, lo: np.ndarray, hi: np.ndarray, bits: np.ndarray, table_bits: int = 0) -> None:
-        """Put distinct keys into a fresh table at most 2/3 full (or of table_bits, if larger).
 
-        Inserting keys in order of their home slot, linear probing puts key i at
-        p_i = max(home_i, p_(i-1) + 1), i.e. p = i + running max of (home - i): one sort and one
-        cumulative max. The few that run past the table's end wrap to its start, one by one.
-        """
-        n = len(lo)
-        self._alloc(max(_bits_for(n), table_bits))
-        mask = self._mask
-        order = np.argsort(lo & np.uint64(mask), kind="stable")
+def _distinct(lo: np.ndarray, hi: np.ndarray, bits: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One entry per (lo, hi) key, its sample bits merged.
+
+    Sorted by the low word; two ids with the same low word and different high words (about 1 in
+    2^64 per pair) could interleave, and then the sort is by both words.
+    """
+    order = np.argsort(lo)
+    lo, hi, bits = lo[order], hi[order], bits[order]
+    same_lo = lo[1:] == lo[:-1]
+    if (same_lo & (hi[1:] != hi[:-1])).any():
+        order = np.lexsort((hi, lo))
         lo, hi, bits = lo[order], hi[order], bits[order]
-        rank = np.arange(n, dtype=np.int64)
-        pos = rank + np.maximum.accumulate((lo & np.uint64(mask)).astype(np.int64) - rank) if n else rank
-        inside = pos <= mask
-        t_lo = np.frombuffer(self._lo, dtype=np.uint64)
-        t_hi = np.frombuffer(self._hi, dtype=np.uint64)
-        t_bits = np.frombuffer(self._bits, dtype=np.uint64)
-        at = pos[inside]
-        t_lo[at], t_hi[at], t_bits[at] = lo[inside], hi[inside], bits[inside]
-        self._n = int(inside.sum())
-        for w_lo, w_hi, w_bits in zip(lo[~inside].tolist(), hi[~inside].tolist(), bits[~inside].tolist()):
-            i = 0  # their probe has run through the table's end: continue from slot 0
-            while self._bits[i]:
-                i += 1
-            self._lo[i], self._hi[i], self._bits[i] = w_lo, w_hi, w_bits
-            self._n += 1
+        same_lo = lo[1:] == lo[:-1]
+    same = same_lo & (hi[1:] == hi[:-1])
+    if same.any():
+        starts = np.flatnonzero(np.concatenate([[True], ~same]))
+        lo, hi, bits = lo[starts], hi[starts], np.bitwise_or.reduceat(bits, starts)
+    return lo, hi, bits

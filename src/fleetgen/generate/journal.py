@@ -12,6 +12,7 @@ import errno
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -74,10 +75,15 @@ def _key_of(line: bytes) -> tuple[str | None, int | None, dict[str, Any] | None]
     return rec.get("id"), rec.get("sample"), rec
 
 
-def _scan_results(path: Path, start: int = 0) -> tuple[np.ndarray, int, bytes]:
-    """Keys of results.jsonl from byte `start` on, the end offset and the last line read.
+KeysChunk = Callable[[np.ndarray, int, int, bytes], None]
 
-    The key is read from the line's head by regex, the id decoded without a JSON parse unless escaped.
+
+def _scan_results(path: Path, start: int, on_chunk: KeysChunk) -> int:
+    """Keys of results.jsonl from byte `start` on, handed over a chunk at a time; returns the end offset.
+
+    on_chunk(keys, chunk_start, chunk_end, last_line) gets up to FRAME_KEYS keys of the lines in
+    bytes [chunk_start, chunk_end), which end with `last_line`. The key is read from the line's head
+    by regex, the id decoded without a JSON parse unless escaped.
     """
     match = _KEY_RE.match
     hashes: list[int] = []
@@ -85,6 +91,7 @@ def _scan_results(path: Path, start: int = 0) -> tuple[np.ndarray, int, bytes]:
     last = b""
     with open(path, "rb") as f:
         f.seek(start)
+        chunk_start = start
         for line in f:
             last = line
             m = match(line)
@@ -101,8 +108,14 @@ def _scan_results(path: Path, start: int = 0) -> tuple[np.ndarray, int, bytes]:
             if sample < 1 << 32:
                 hashes.append(id_hash(rid))
                 samples.append(sample)
+                if len(hashes) == keyindex.FRAME_KEYS:
+                    here = f.tell()
+                    on_chunk(_keys_array(hashes, samples), chunk_start, here, last)
+                    hashes, samples, chunk_start = [], [], here
         end = f.tell()
-    return _keys_array(hashes, samples), end, last
+    if end > chunk_start:
+        on_chunk(_keys_array(hashes, samples), chunk_start, end, last)
+    return end
 
 
 def _keys_array(hashes: list[int], samples: list[int]) -> np.ndarray:
@@ -125,18 +138,25 @@ def load_done(outdir: Path, *, update_index: bool = False, suffix: str = "") -> 
     done = DoneSet()
     names = journal_names(suffix)
     results, index = outdir / names[0], outdir / names[2]
-    loaded = keyindex.read_index(index)
+
+    def add(keys: np.ndarray) -> None:
+        done.results += done.add_many(keys["lo"], keys["hi"], keys["sample"])
+
+    loaded = keyindex.read_index(index, on_keys=add)
     if loaded is not None and not keyindex.matches_results(loaded, results):
-        loaded = None  # stale: it describes other results
+        loaded, done = None, DoneSet()  # stale: it describes other results; read them all instead
     start = loaded.end if loaded is not None else 0
+    frames = _IndexLeveler(index, loaded) if update_index else None
+
+    def scanned(keys: np.ndarray, chunk_start: int, chunk_end: int, last: bytes) -> None:
+        add(keys)
+        if frames is not None:
+            frames.append(keyindex.encode_keys(keys, chunk_start, chunk_end, last))
+
     if results.exists():
-        tail, end, last = _scan_results(results, start)
-    else:
-        tail, end, last = np.empty(0, dtype=keyindex.KEY_DTYPE), 0, b""
-    keys = tail if loaded is None else np.concatenate([loaded.keys, tail])
-    done.results = done.add_many(keys["lo"], keys["hi"], keys["sample"])
-    if update_index:
-        _level_index(index, loaded, keys, tail, start, end, last)
+        _scan_results(results, start, scanned)
+    if frames is not None:
+        frames.finish()
     errors = outdir / names[1]
     if errors.exists():
         with open(errors, "rb") as f:
@@ -155,23 +175,60 @@ def load_done(outdir: Path, *, update_index: bool = False, suffix: str = "") -> 
     return done
 
 
-def _level_index(
-    index: Path, loaded: keyindex.Loaded | None, keys: np.ndarray, tail: np.ndarray, start: int, end: int, last: bytes
-) -> None:
-    """Make the index cover results bytes [0, end): rewrite it, or cut its unsound tail and append what was scanned."""
-    try:
-        if loaded is None:
-            frame = keyindex.encode_keys(keys, 0, end, last) if end else b""
-            write_atomic(index, keyindex.HEADER + frame)
+class _IndexLeveler:
+    """Brings the index level with the results: a rewrite (temporary file, fsync, rename) or appends after its sound part.
+
+    Advisory only: on an OSError the index is left for the next open, which reads the results instead.
+    """
+
+    def __init__(self, index: Path, loaded: keyindex.Loaded | None) -> None:
+        self.index, self.rewrite, self.f = index, loaded is None, None
+        self.tmp = index.with_name(f"{index.name}.{os.getpid()}.tmp")
+        try:
+            if self.rewrite:
+                self.f = open(self.tmp, "wb")
+                self.f.write(keyindex.HEADER)
+            else:
+                if not loaded.whole:
+                    os.truncate(index, loaded.good_bytes)
+                self.f = open(index, "ab")
+        except OSError as e:
+            self._give_up(e)
+
+    def append(self, frame: bytes) -> None:
+        if self.f is not None:
+            try:
+                self.f.write(frame)
+            except OSError as e:
+                self._give_up(e)
+
+    def finish(self) -> None:
+        if self.f is None:
             return
-        if not loaded.whole:
-            os.truncate(index, loaded.good_bytes)
-        if end > start:
-            with open(index, "ab") as f:
-                f.write(keyindex.encode_keys(tail, start, end, last))
-    except (OSError, OutputError) as e:
-        # Advisory only: the next open reads from the results what the index lacks.
-        print(f"note: key index {index} not updated ({e}); the next resume reads the results instead", file=sys.stderr)
+        try:
+            if self.rewrite:
+                self.f.flush()
+                os.fsync(self.f.fileno())
+                self.f.close()
+                os.replace(self.tmp, self.index)
+                _fsync_dir(self.index.parent)
+            else:
+                self.f.close()
+        except OSError as e:
+            self._give_up(e)
+        self.f = None
+
+    def _give_up(self, e: OSError) -> None:
+        print(f"note: key index {self.index} not updated ({e.strerror or e}); the next resume reads the results instead",
+              file=sys.stderr)
+        if self.f is not None:
+            try:
+                self.f.close()
+            except OSError:
+                pass
+        self.f = None
+        if self.rewrite:
+            self.tmp.unlink(missing_ok=True)
 
 
 def archive_errors(outdir: Path, suffix: str = "") -> Path | None:

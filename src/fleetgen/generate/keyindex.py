@@ -13,8 +13,10 @@ The index is not fsynced: losing its tail costs a rescan of that much of the res
 
 from __future__ import annotations
 
+import os
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,35 +50,52 @@ def encode_keys(keys: np.ndarray, start: int, end: int, last_line: bytes) -> byt
 class Loaded:
     """What a key index says: its keys, the results byte range they cover, and the index bytes that are sound."""
 
-    keys: np.ndarray
+    keys: np.ndarray  # empty when read_index handed them to on_keys
     end: int
     last_line_crc: int
     good_bytes: int  # the index file's length up to the last sound frame
     whole: bool  # every byte of the index file was a sound frame
 
 
-def read_index(path: Path) -> Loaded | None:
-    """The sound, contiguous frames of the index at `path`; None when it is missing or has no header."""
+def read_index(path: Path, on_keys: Callable[[np.ndarray], None] | None = None) -> Loaded | None:
+    """The sound, contiguous frames of the index at `path`; None when it is missing or has no header.
+
+    With on_keys, keys are handed over about a million at a time as they are read and not kept
+    (Loaded.keys is then empty): memory stays one chunk, whatever the index's size.
+    """
     try:
-        data = path.read_bytes()
+        f = open(path, "rb")
     except FileNotFoundError:
         return None
-    if not data.startswith(HEADER):
-        return None
-    pos, end, crc, parts = len(HEADER), 0, 0, []
-    view = memoryview(data)
-    while pos + _FRAME.size <= len(data):
-        magic, n, f_start, f_end, line_crc, keys_crc = _FRAME.unpack_from(data, pos)
-        body = pos + _FRAME.size
-        stop = body + n * KEY_DTYPE.itemsize
-        if magic != _MAGIC or f_start != end or f_end < f_start or stop > len(data):
-            break
-        if zlib.crc32(view[body:stop]) != keys_crc:
-            break
-        parts.append(np.frombuffer(data, dtype=KEY_DTYPE, count=n, offset=body))
-        pos, end, crc = stop, f_end, line_crc
+    with f:
+        if f.read(len(HEADER)) != HEADER:
+            return None
+        pos, end, crc = len(HEADER), 0, 0
+        parts: list[np.ndarray] = []
+        pending = 0
+        while True:
+            head = f.read(_FRAME.size)
+            if len(head) < _FRAME.size:
+                break
+            magic, n, f_start, f_end, line_crc, keys_crc = _FRAME.unpack(head)
+            if magic != _MAGIC or f_start != end or f_end < f_start:
+                break
+            payload = f.read(n * KEY_DTYPE.itemsize)
+            if len(payload) < n * KEY_DTYPE.itemsize or zlib.crc32(payload) != keys_crc:
+                break
+            parts.append(np.frombuffer(payload, dtype=KEY_DTYPE))
+            pending += n
+            pos, end, crc = pos + len(head) + len(payload), f_end, line_crc
+            if on_keys is not None and pending >= FRAME_KEYS:
+                on_keys(np.concatenate(parts))
+                parts, pending = [], 0
+        whole = pos == os.fstat(f.fileno()).st_size
+    if on_keys is not None:
+        if parts:
+            on_keys(np.concatenate(parts))
+        parts = []
     keys = np.concatenate(parts) if parts else np.empty(0, dtype=KEY_DTYPE)
-    return Loaded(keys, end, crc, pos, pos == len(data))
+    return Loaded(keys, end, crc, pos, whole)
 
 
 def matches_results(loaded: Loaded, results: Path) -> bool:
