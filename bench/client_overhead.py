@@ -88,12 +88,12 @@ async def _bare(prompts: Path, endpoints: list[str], window: int) -> dict:
     return {"completed": len(latencies), "wall_s": wall, "latencies": latencies}
 
 
-def _fleetgen(prompts: Path, endpoints: list[str], window: int) -> dict:
+def _fleetgen(prompts: Path, endpoints: list[str], window: int, event_loop: str = "asyncio") -> dict:
     from fleetgen.generate import GenerateConfig, generate
 
     with tempfile.TemporaryDirectory() as d:
         cfg = GenerateConfig(prompts=prompts, output_dir=Path(d), endpoints=endpoints, model="null", max_tokens=MAX_TOKENS,
-                             concurrency=window)
+                             concurrency=window, event_loop=event_loop)
         t0 = time.monotonic()
         stats = generate(cfg, handle_signals=False)
         wall = time.monotonic() - t0
@@ -107,7 +107,17 @@ def child(arm: str, prompts: Path, endpoints: list[str], window: int) -> None:
     import fleetgen.generate  # noqa: F401
 
     r0 = resource.getrusage(resource.RUSAGE_SELF)
-    out = asyncio.run(_bare(prompts, endpoints, window)) if arm == "bare" else _fleetgen(prompts, endpoints, window)
+    # Arms: bare / fleetgen on asyncio's loop; a "-uvloop" suffix runs the same client on uvloop's.
+    if arm.startswith("bare"):
+        if arm.endswith("-uvloop"):
+            import uvloop
+
+            with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+                out = runner.run(_bare(prompts, endpoints, window))
+        else:
+            out = asyncio.run(_bare(prompts, endpoints, window))
+    else:
+        out = _fleetgen(prompts, endpoints, window, "uvloop" if arm.endswith("-uvloop") else "asyncio")
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     lat = out.pop("latencies")
     out["cpu_s"] = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
@@ -135,7 +145,8 @@ def _run_arm(arm: str, prompts: Path, ports: list[int], window: int, core: int) 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--child", choices=["bare", "fleetgen"])
+    ap.add_argument("--child", choices=["bare", "fleetgen", "bare-uvloop", "fleetgen-uvloop"])
+    ap.add_argument("--arms", default="bare,fleetgen", help="comma-separated: bare, fleetgen, bare-uvloop, fleetgen-uvloop")
     ap.add_argument("--prompts", type=Path)
     ap.add_argument("--endpoints", nargs="+")
     ap.add_argument("--rows", type=int, default=20000)
@@ -153,7 +164,8 @@ def main() -> None:
     ports = [_free_port() for _ in range(args.replicas)]
     server = subprocess.Popen(["taskset", "-c", str(args.server_core), sys.executable, str(ROOT / "bench/null_server.py"),
                                "--ports", *map(str, ports)])
-    runs: dict[str, dict[str, list[dict]]] = {"throughput": {"bare": [], "fleetgen": []}, "cycle": {"bare": [], "fleetgen": []}}
+    arms = args.arms.split(",")
+    runs: dict[str, dict[str, list[dict]]] = {"throughput": {a: [] for a in arms}, "cycle": {a: [] for a in arms}}
     try:
         for _ in range(100):
             try:
@@ -166,7 +178,7 @@ def main() -> None:
             _prompts(big, args.rows)
             _prompts(small, args.cycle_rows)
             for i in range(args.repeats):
-                order = ["bare", "fleetgen"] if i % 2 == 0 else ["fleetgen", "bare"]
+                order = arms if i % 2 == 0 else arms[::-1]
                 for arm in order:
                     runs["throughput"][arm].append(_run_arm(arm, big, ports, args.window, args.client_core))
                     runs["cycle"][arm].append(_run_arm(arm, small, ports[:1], 1, args.client_core))
@@ -181,6 +193,10 @@ def main() -> None:
     t, c = med["throughput"], med["cycle"]
     b, f = t["bare"], t["fleetgen"]
     print(f"\nclient pinned to core {args.client_core}, null server on core {args.server_core}; medians of {args.repeats}")
+    for arm in arms:
+        tp = t[arm]
+        print(f"{arm:18} {tp['req_per_s']:>8.0f} req/s  {tp['cpu_us_per_req']:>5.0f} us CPU/req  "
+              f"{tp['req_per_s'] / b['req_per_s']:.2f}x bare  cycle p50 {c[arm]['cycle_p50_us']:.0f} us")
     print(f"{'':34}{'bare aiohttp':>14}{'fleetgen':>12}{'fleetgen/bare':>15}")
     for label, key, fmt in [
         (f"req/s at {args.replicas}x{args.window} in flight", "req_per_s", "{:.0f}"),

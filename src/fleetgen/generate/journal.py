@@ -142,6 +142,10 @@ def load_done(outdir: Path, *, update_index: bool = False, suffix: str = "") -> 
     def add(keys: np.ndarray) -> None:
         done.results += done.add_many(keys["lo"], keys["hi"], keys["sample"])
 
+    try:  # at most this many ids: a table of that size from the start never grows (growing holds two tables)
+        done.reserve((index.stat().st_size - len(keyindex.HEADER)) // keyindex.KEY_DTYPE.itemsize)
+    except FileNotFoundError:
+        pass
     loaded = keyindex.read_index(index, on_keys=add)
     if loaded is not None and not keyindex.matches_results(loaded, results):
         loaded, done = None, DoneSet()  # stale: it describes other results; read them all instead
