@@ -1,7 +1,7 @@
 """Which (id, sample) pairs are recorded, in flat arrays keyed by a 128-bit hash of the id.
 
 A dict of str -> int costs ~110 bytes per id (over 1 GB at 10M); here an id costs one slot of
-three 64-bit words (hash high, hash low, sample bits) in an open-addressing table with linear
+three 64-bit words (hash low, hash high, sample bits) in an open-addressing table with linear
 probing at most 3/4 full: 32-64 bytes per id, whatever the id's length. Samples 0-63 are bits of
 the slot; higher sample numbers (rare) live in a small set beside it. The hash is BLAKE2b-128 of
 the id's UTF-8 bytes: stable across processes, so the key index (keyindex.py) stores it, and wide
@@ -44,17 +44,21 @@ class DoneSet:
     def _alloc(self, bits: int) -> None:
         size = 1 << bits
         self._mask = size - 1
-        self._hi = array("Q", [0]) * size
-        self._lo = array("Q", [0]) * size
-        self._bits = array("Q", [0]) * size  # 0 marks an empty slot
+        # One array, three words a slot side by side (hash low, hash high, sample bits; bits 0 = empty),
+        # so a probe touches one cache line.
+        self._t = array("Q", [0]) * (3 * size)
+
+    def _view(self) -> np.ndarray:
+        """The table as a (slots, 3) numpy array over the same memory."""
+        return np.frombuffer(self._t, dtype=np.uint64).reshape(-1, 3)
 
     def _slot(self, h: int) -> int:
         """The slot holding hash h, or the empty slot where it would go."""
         lo, hi = h & _U64, h >> 64
-        los, his, bits, mask = self._lo, self._hi, self._bits, self._mask
+        t, mask = self._t, self._mask
         i = lo & mask
-        while bits[i]:
-            if los[i] == lo and his[i] == hi:
+        while t[3 * i + 2]:
+            if t[3 * i] == lo and t[3 * i + 1] == hi:
                 return i
             i = (i + 1) & mask
         return i
@@ -69,15 +73,16 @@ class DoneSet:
                 return False
             self._wide.add((h, sample))
             return True
-        i = self._slot(h)
-        old = self._bits[i]
+        j = 3 * self._slot(h)
+        t = self._t
+        old = t[j + 2]
         bit = 1 << sample
         if old & bit:
             return False
         if not old:
-            self._lo[i], self._hi[i] = h & _U64, h >> 64
+            t[j], t[j + 1] = h & _U64, h >> 64
             self._n += 1
-        self._bits[i] = old | bit
+        t[j + 2] = old | bit
         if 4 * self._n > 3 * self._mask:
             self._rebuild(self._mask.bit_length() + 1)  # .bit_length() of the mask: the table's log2 size
         return True
@@ -87,15 +92,26 @@ class DoneSet:
         h = id_hash(rid)
         if sample >= 64:
             return (h, sample) in self._wide
-        return bool(self._bits[self._slot(h)] >> sample & 1)
+        return bool(self._t[3 * self._slot(h) + 2] >> sample & 1)
 
     def has_all(self, rid: str, samples: int) -> bool:
         """Whether samples 0 to samples-1 of `rid` are all recorded (one hash and one probe, for the skip pass)."""
         if not self._n:
             return False  # a fresh run: no hash needed
-        h = id_hash(rid)
-        mask = (1 << min(samples, 64)) - 1
-        if self._bits[self._slot(h)] & mask != mask:
+        h = int.from_bytes(blake2b(rid.encode("utf-8", "surrogatepass"), digest_size=16).digest(), "little")
+        lo, hi = h & _U64, h >> 64
+        t, mask = self._t, self._mask
+        want = (1 << min(samples, 64)) - 1
+        i = lo & mask
+        while True:  # _slot, inlined: this runs once per prompt row of a resume
+            j = 3 * i
+            bits = t[j + 2]
+            if not bits:
+                return False
+            if t[j] == lo and t[j + 1] == hi:
+                break
+            i = (i + 1) & mask
+        if bits & want != want:
             return False
         return samples <= 64 or all((h, k) in self._wide for k in range(64, samples))
 
@@ -104,13 +120,13 @@ class DoneSet:
 
     @property
     def nbytes(self) -> int:
-        """Memory held by the table's arrays (the wide set not counted)."""
+        """Memory held by the table (the wide set not counted)."""
         return 3 * 8 * (self._mask + 1)
 
     def copy(self) -> DoneSet:
         other = DoneSet.__new__(DoneSet)
         other._mask, other._n = self._mask, self._n
-        other._hi, other._lo, other._bits = array("Q", self._hi), array("Q", self._lo), array("Q", self._bits)
+        other._t = array("Q", self._t)
         other._wide, other.bad_lines = set(self._wide), set(self.bad_lines)
         other.results, other.errors = self.results, self.errors
         return other
@@ -155,9 +171,8 @@ class DoneSet:
         `_slot` walks through when it probes one slot at a time.
         """
         mask = np.uint64(self._mask)
-        t_lo = np.frombuffer(self._lo, dtype=np.uint64)
-        t_hi = np.frombuffer(self._hi, dtype=np.uint64)
-        t_bits = np.frombuffer(self._bits, dtype=np.uint64)
+        view = self._view()
+        t_lo, t_hi, t_bits = view[:, 0], view[:, 1], view[:, 2]
         pos = lo & mask
         new = 0
         while len(lo):
@@ -181,22 +196,22 @@ class DoneSet:
         return new
 
     def _pairs(self) -> int:
-        return int(np.bitwise_count(np.frombuffer(self._bits, dtype=np.uint64)).sum()) + len(self._wide)
+        return int(np.bitwise_count(self._view()[:, 2]).sum()) + len(self._wide)
 
     def _occupied(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        bits = np.frombuffer(self._bits, dtype=np.uint64)
-        used = bits != 0
-        return np.frombuffer(self._lo, dtype=np.uint64)[used], np.frombuffer(self._hi, dtype=np.uint64)[used], bits[used]
+        view = self._view()
+        used = view[:, 2] != 0
+        return view[used, 0], view[used, 1], view[used, 2]
 
     def _rebuild(self, bits: int) -> None:
         """Move every id into a table of 2**bits slots (numpy, a chunk at a time; not one by one in Python)."""
-        old_lo, old_hi, old_bits = self._lo, self._hi, self._bits
+        old = self._view()
         self._alloc(bits)
         self._n = 0
-        used = np.flatnonzero(np.frombuffer(old_bits, dtype=np.uint64))
+        used = np.flatnonzero(old[:, 2])
         for start in range(0, len(used), CHUNK):
             at = used[start : start + CHUNK]
-            self._probe_in(*(np.frombuffer(a, dtype=np.uint64)[at] for a in (old_lo, old_hi, old_bits)))
+            self._probe_in(old[at, 0], old[at, 1], old[at, 2])
 
 
 def _distinct(lo: np.ndarray, hi: np.ndarray, bits: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
