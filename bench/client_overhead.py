@@ -89,7 +89,8 @@ async def _bare(prompts: Path, endpoints: list[str], window: int) -> dict:
     return {"completed": len(latencies), "wall_s": wall, "latencies": latencies}
 
 
-def _fleetgen(prompts: Path, endpoints: list[str], window: int, scrape_every_s: float | None = None) -> dict:
+def _fleetgen(prompts: Path, endpoints: list[str], window: int, scrape_every_s: float | None = None,
+              event_loop: str = "asyncio") -> dict:
     """generate() as users run it; with `scrape_every_s`, its metrics port open and scraped that often meanwhile."""
     import threading
 
@@ -99,7 +100,7 @@ def _fleetgen(prompts: Path, endpoints: list[str], window: int, scrape_every_s: 
 
     with tempfile.TemporaryDirectory() as d:
         cfg = GenerateConfig(prompts=prompts, output_dir=Path(d), endpoints=endpoints, model="null", max_tokens=MAX_TOKENS,
-                             concurrency=window)
+                             concurrency=window, event_loop=event_loop)
         scrapes = []
         t0 = time.monotonic()
         if scrape_every_s is None:
@@ -128,10 +129,18 @@ def child(arm: str, prompts: Path, endpoints: list[str], window: int, scrape_eve
     import fleetgen.generate  # noqa: F401
 
     r0 = resource.getrusage(resource.RUSAGE_SELF)
-    if arm == "bare":
-        out = asyncio.run(_bare(prompts, endpoints, window))
+    # Arms: bare / fleetgen / fleetgen-metrics on asyncio's loop; a "-uvloop" suffix runs the client on uvloop's.
+    loop = "uvloop" if arm.endswith("-uvloop") else "asyncio"
+    if arm.startswith("bare"):
+        if loop == "uvloop":
+            import uvloop
+
+            with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+                out = runner.run(_bare(prompts, endpoints, window))
+        else:
+            out = asyncio.run(_bare(prompts, endpoints, window))
     else:
-        out = _fleetgen(prompts, endpoints, window, scrape_every_s if arm == "fleetgen-metrics" else None)
+        out = _fleetgen(prompts, endpoints, window, scrape_every_s if arm == "fleetgen-metrics" else None, loop)
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     lat = out.pop("latencies")
     out["cpu_s"] = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
@@ -159,7 +168,8 @@ def _run_arm(arm: str, prompts: Path, ports: list[int], window: int, core: int, 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--child", choices=["bare", "fleetgen", "fleetgen-metrics"])
+    ap.add_argument("--child", choices=["bare", "fleetgen", "fleetgen-metrics", "bare-uvloop", "fleetgen-uvloop"])
+    ap.add_argument("--arms", default="bare,fleetgen", help="comma-separated: bare, fleetgen, bare-uvloop, fleetgen-uvloop")
     ap.add_argument("--prompts", type=Path)
     ap.add_argument("--endpoints", nargs="+")
     ap.add_argument("--rows", type=int, default=20000)
@@ -176,7 +186,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.child:
         return child(args.child, args.prompts, args.endpoints, args.window, args.scrape_every)
-    arms = ["bare", "fleetgen"] + (["fleetgen-metrics"] if args.metrics else [])
+    arms = args.arms.split(",") + (["fleetgen-metrics"] if args.metrics else [])
 
     ports = [_free_port() for _ in range(args.replicas)]
     server = subprocess.Popen(["taskset", "-c", str(args.server_core), sys.executable, str(ROOT / "bench/null_server.py"),
@@ -209,6 +219,10 @@ def main() -> None:
     t, c = med["throughput"], med["cycle"]
     b, f = t["bare"], t["fleetgen"]
     print(f"\nclient pinned to core {args.client_core}, null server on core {args.server_core}; medians of {args.repeats}")
+    for arm in arms:
+        tp = t[arm]
+        print(f"{arm:18} {tp['req_per_s']:>8.0f} req/s  {tp['cpu_us_per_req']:>5.0f} us CPU/req  "
+              f"{tp['req_per_s'] / b['req_per_s']:.2f}x bare  cycle p50 {c[arm]['cycle_p50_us']:.0f} us")
     print(f"{'':34}{'bare aiohttp':>14}{'fleetgen':>12}{'fleetgen/bare':>15}")
     for label, key, fmt in [
         (f"req/s at {args.replicas}x{args.window} in flight", "req_per_s", "{:.0f}"),

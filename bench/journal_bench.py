@@ -5,20 +5,21 @@
 2. resume: a child process runs the real `generate()` on the finished directory against the NULL
    SERVER (bench/null_server.py): fingerprint, torn-tail repair, done-set scan and the skip pass over
    every prompt; wall and CPU time, the fingerprint and Journal.open shares, and the child's peak RSS.
-   Two arms on the same file, alternating `--repeats` times: "before" puts back the code before the
-   fast skip (every prompt normalized, the original key regex, the duplicate-id table grown from
-   64K slots) by patching the child only; "after" is the code as it is. `process_s` also counts
+   Two arms on the same file, alternating `--repeats` times: "before" runs the source tree given by
+   `--before-src` (e.g. `git archive <commit> src | tar -x -C /tmp/before`), "after" the code as it is. `process_s` also counts
    the interpreter's start and imports, i.e. what a user waits for;
 3. stream: M prompt rows generated on the fly into /tmp (deleted afterwards); a child iterates the
    runner's own work iterator (read, normalize, duplicate-id check, done-set check) over all of
    them; rows/s and peak RSS.
 
-Usage: .venv/bin/python bench/journal_bench.py [--rows 1000000] [--repeats 2] [--stream-rows 10000000] [--out bench/results/journal_bench.json]
+Usage: .venv/bin/python bench/journal_bench.py [--rows 1000000] [--repeats 2] [--before-src DIR/src] [--stream-rows 10000000]
+       [--doneset-rows 10000000 --samples 1] [--out bench/results/journal_bench.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -76,21 +77,12 @@ def bench_write(outdir: Path, n: int, batch: int) -> dict:
     return {"rows": n, "wall_s": wall, "rows_per_s": n / wall, "commits": commits, "bytes": size, "bytes_per_row": size / n}
 
 
-# The done-set key regex before it was unrolled (journal._KEY_RE), for the "before" arm.
-_OLD_KEY_RE = rb'^\{"id":("(?:[^"\\]|\\.)*"|null),"sample":(\d+|null)'
-
-
 def child_resume(prompts: Path, outdir: Path, endpoint: str, arm: str) -> None:
-    import re
-
     import fleetgen.generate.journal as journal_mod
     import fleetgen.generate.runner as runner_mod
     from fleetgen.generate import GenerateConfig, generate
 
-    if arm == "before":
-        runner_mod._Loop.fast_skip = False
-        journal_mod._KEY_RE = re.compile(_OLD_KEY_RE)
-        runner_mod.FirstLines.for_rows = classmethod(lambda cls, rows: cls())
+    # "before" runs another source tree (--before-src, put first on the child's PYTHONPATH), unpatched.
     timings: dict[str, float] = {}
 
     def timed(name, fn):
@@ -110,7 +102,14 @@ def child_resume(prompts: Path, outdir: Path, endpoint: str, arm: str) -> None:
     stats = generate(cfg, handle_signals=False)
     wall, cpu = time.monotonic() - t0, time.process_time() - c0
     print(json.dumps({"arm": arm, "wall_s": wall, "cpu_s": cpu, **timings, "resumed": stats.resumed, "ok": stats.ok,
-                      "rss_before_mib": base / 1024, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                      "rss_before_mib": base / 1024, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                      "process_cpu_s": _own_cpu()}))
+
+
+def _own_cpu() -> float:
+    """CPU seconds of this whole process so far, interpreter start and imports included."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def child_stream(prompts: Path) -> None:
@@ -148,9 +147,37 @@ def _record_identity(prompts: Path, outdir: Path) -> None:
     check_identity(outdir, {"prompts": {"sha256": fp, "rows": rows}, "model": "null", "sampling": cfg.sampling()}, force=False)
 
 
-def _child(*args: str) -> dict:
+def write_tiny(outdir: Path, rows: int, samples: int) -> None:
+    """`rows` minimal result lines (id and sample only) through Journal.commit, so the key index is the real one."""
+    from fleetgen.generate.journal import Journal
+
+    journal, _ = Journal.open(outdir, retry_errors=False)
+    keys = ((i // samples, i % samples) for i in range(rows))
+    while True:
+        batch = [b'{"id":"row-%09d","sample":%d}\n' % k for k in itertools.islice(keys, 8192)]
+        if not batch:
+            break
+        journal.commit(batch, [])
+    journal.close()
+
+
+def child_doneset(outdir: Path) -> None:
+    """Peak RSS and time of Journal.open (the key index read into the done set) on a directory of many rows."""
+    from fleetgen.generate.journal import Journal
+
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0, c0 = time.monotonic(), _own_cpu()
+    journal, done = Journal.open(outdir, retry_errors=False)
+    wall, cpu = time.monotonic() - t0, _own_cpu() - c0
+    journal.close()
+    print(json.dumps({"rows": len(done), "wall_s": wall, "cpu_s": cpu, "table_mib": done.nbytes / 2**20,
+                      "rss_before_mib": base / 1024, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+def _child(*args: str, src: Path | None = None) -> dict:
     t0 = time.monotonic()
-    out = subprocess.run([sys.executable, __file__, "--child", *args], check=True, capture_output=True, text=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(src) if src else "", os.environ.get("PYTHONPATH", "")) if p)}
+    out = subprocess.run([sys.executable, __file__, "--child", *args], check=True, capture_output=True, text=True, env=env)
     return {**json.loads(out.stdout.strip().splitlines()[-1]), "process_s": time.monotonic() - t0}
 
 
@@ -160,13 +187,16 @@ def _median(values: list[float]) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--child", choices=["resume", "stream"])
+    ap.add_argument("--child", choices=["resume", "stream", "doneset"])
+    ap.add_argument("--before-src", type=Path, help="source tree of the code to compare against (e.g. an older commit's src/)")
+    ap.add_argument("--doneset-rows", type=int, default=0, help="also measure Journal.open over this many minimal rows (peak RSS)")
+    ap.add_argument("--samples", type=int, default=1)
     ap.add_argument("--prompts", type=Path)
     ap.add_argument("--outdir", type=Path)
     ap.add_argument("--endpoint")
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=2, help="resume runs per arm, alternating")
-    ap.add_argument("--arm", choices=["before", "after"], default="after")
+    ap.add_argument("--arm", choices=["before", "after", "mark"], default="after")
     ap.add_argument("--batch", type=int, default=512)
     ap.add_argument("--stream-rows", type=int, default=10_000_000)
     ap.add_argument("--workdir", type=Path, default=Path("/tmp"))
@@ -176,6 +206,8 @@ def main() -> None:
         return child_resume(args.prompts, args.outdir, args.endpoint, args.arm)
     if args.child == "stream":
         return child_stream(args.prompts)
+    if args.child == "doneset":
+        return child_doneset(args.outdir)
 
     report: dict = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"}
     work = Path(tempfile.mkdtemp(prefix="fleetgen-journal-bench-", dir=args.workdir))
@@ -192,24 +224,41 @@ def main() -> None:
             w = report["write"]
             print(f"write {w['rows']:,} rows: {w['wall_s']:.1f} s, {w['rows_per_s']:,.0f} rows/s, {w['commits']} fsynced commits, "
                   f"{w['bytes_per_row']:.0f} B/row", flush=True)
-            runs: dict[str, list[dict]] = {"before": [], "after": []}
+            # after: the key index and the skip pass (complete.json removed first); mark: the same code again,
+            # now finding the complete.json the "after" run left (a resume of an untouched finished output).
+            runs: dict[str, list[dict]] = {"before": [], "after": [], "mark": []} if args.before_src else {"after": [], "mark": []}
             for _ in range(args.repeats):
                 for arm in runs:
+                    if arm == "after":
+                        (outdir / "complete.json").unlink(missing_ok=True)
                     r = _child("resume", "--arm", arm, "--prompts", str(prompts), "--outdir", str(outdir),
-                               "--endpoint", f"http://127.0.0.1:{port}")
+                               "--endpoint", f"http://127.0.0.1:{port}", src=args.before_src if arm == "before" else None)
                     assert r["resumed"] == args.rows and r["ok"] == 0, r
                     runs[arm].append(r)
                     print(f"resume {args.rows:,} rows, {arm}: {r['wall_s']:.2f} s wall, {r['cpu_s']:.2f} s CPU "
-                          f"(fingerprint {r['fingerprint_s']:.2f} s, Journal.open {r['journal_open_s']:.2f} s), "
-                          f"process {r['process_s']:.2f} s, peak RSS {r['peak_rss_mib']:.0f} MiB", flush=True)
-            medians = {arm: {k: _median([r[k] for r in rs]) for k in ("wall_s", "cpu_s", "journal_open_s", "process_s")}
+                          f"(fingerprint {r['fingerprint_s']:.2f} s, Journal.open {r.get('journal_open_s', 0.0):.2f} s), "
+                          f"process {r['process_s']:.2f} s wall / {r['process_cpu_s']:.2f} s CPU, peak RSS {r['peak_rss_mib']:.0f} MiB", flush=True)
+            medians = {arm: {k: _median([r.get(k, 0.0) for r in rs])
+                             for k in ("wall_s", "cpu_s", "journal_open_s", "process_s", "process_cpu_s", "peak_rss_mib")}
                        for arm, rs in runs.items()}
-            ratio = medians["before"]["wall_s"] / medians["after"]["wall_s"]
+            ratio = medians["before"]["wall_s"] / medians["after"]["wall_s"] if args.before_src else None
             report["resume"] = {"runs": runs, "medians": medians, "before_over_after_wall": ratio}
-            print(f"resume medians: before {medians['before']['wall_s']:.2f} s, after {medians['after']['wall_s']:.2f} s "
-                  f"wall (before / after = {ratio:.2f})", flush=True)
+            if ratio:
+                print(f"resume medians: before {medians['before']['wall_s']:.2f} s, after {medians['after']['wall_s']:.2f} s "
+                      f"wall (before / after = {ratio:.2f})", flush=True)
             shutil.rmtree(work / "out")
             prompts.unlink()
+        if args.doneset_rows:
+            tiny = work / "tiny"
+            t0 = time.monotonic()
+            write_tiny(tiny, args.doneset_rows, args.samples)
+            made = time.monotonic() - t0
+            report["doneset"] = d = _child("doneset", "--outdir", str(tiny))
+            assert d["rows"] == args.doneset_rows, d
+            print(f"Journal.open of {d['rows']:,} rows ({args.samples} a prompt; written in {made:.0f} s): "
+                  f"{d['wall_s']:.1f} s wall, {d['cpu_s']:.1f} s CPU, table {d['table_mib']:.0f} MiB, "
+                  f"peak RSS {d['peak_rss_mib']:.0f} MiB (before: {d['rss_before_mib']:.0f} MiB)", flush=True)
+            shutil.rmtree(tiny)
         if args.stream_rows:
             prompts = work / "stream.jsonl"
             t0 = time.monotonic()

@@ -59,7 +59,9 @@ def test_done_set_reads_every_id_as_json_would(tmp_path):
     lines.insert(5, line(None, 0) + line("n", None))  # no key: not done
     (tmp_path / RESULTS).write_bytes(b"".join(lines))
     done = load_done(tmp_path)
-    assert done._samples == {rid: sum(1 << k for r, k in keys if r == rid) for rid, _ in keys}
+    assert all(key in done for key in keys)
+    ids = {rid for rid, _ in keys}
+    assert not any((rid, k) in done for rid in ids | {"n", "zz"} for k in range(13) if (rid, k) not in keys)
     assert done.results == len(keys)
 
 

@@ -135,10 +135,7 @@ def _work(prompts, done: DoneSet, samples: int, *, fast: bool):
 
 
 def _done_copy(done: DoneSet) -> DoneSet:
-    copy = DoneSet()
-    copy._samples = dict(done._samples)
-    copy.bad_lines = set(done.bad_lines)
-    return copy
+    return done.copy()
 
 
 def test_fast_and_full_skip_agree_on_random_resumes(tmp_path):

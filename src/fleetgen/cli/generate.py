@@ -57,6 +57,8 @@ def cmd_generate(
     metrics_allow_remote: Annotated[
         bool, typer.Option("--metrics-allow-remote", help=_h(GenerateConfig, "metrics_allow_remote"))
     ] = False,
+    shard: Annotated[Optional[str], typer.Option("--shard", help=_h(GenerateConfig, "shard"))] = None,
+    event_loop: Annotated[str, typer.Option(help=_h(GenerateConfig, "event_loop"))] = "auto",
     api_key: Annotated[
         Optional[str],
         typer.Option("--api-key", envvar="FLEETGEN_API_KEY", show_envvar=True, help=_h(GenerateConfig, "api_key")),
@@ -74,6 +76,7 @@ def cmd_generate(
         "context_length": context_length, "dispatch": dispatch, "prefix_affinity": prefix_affinity,
         "hedge": hedge, "retry_errors": retry_errors, "token_ids": token_ids, "force": force, "api_key": api_key,
         "metrics_port": metrics_port, "metrics_host": metrics_host, "metrics_allow_remote": metrics_allow_remote,
+        "shard": shard, "event_loop": event_loop,
     }
     base = merge_flags(ctx, flags, config, _FIELD_OF)
     cfg = validate(GenerateConfig, base, source=f"{config} and flags" if config else "flags")

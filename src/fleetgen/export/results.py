@@ -60,18 +60,26 @@ def iter_results(outdir: Path, counts: ReadCounts | None = None) -> Iterator[dic
                 yield rec
 
 
+def error_files(outdir: Path) -> list[Path]:
+    """errors.jsonl and each shard's errors.shard-i-of-N.jsonl (archived errors*.retried-N.jsonl were retried: not these)."""
+    from fleetgen.generate.shard import ERROR_FILES
+
+    outdir = Path(outdir)
+    if not outdir.is_dir():
+        return []
+    return sorted((p for p in outdir.iterdir() if ERROR_FILES.match(p.name)), key=lambda p: (p.name != "errors.jsonl", p.name))
+
+
 def iter_errors(outdir: Path) -> Iterator[dict[str, Any]]:
-    """Records of errors.jsonl (and archived errors.retried-N.jsonl are not included: they were retried)."""
-    path = Path(outdir) / "errors.jsonl"
-    if not path.exists():
-        return
-    with open(path, "rb") as f:
-        for line in f:
-            if line.strip():
-                try:
-                    yield orjson.loads(line)
-                except orjson.JSONDecodeError:
-                    continue
+    """Records of errors.jsonl, and of every shard's errors file: one output, however many processes wrote it."""
+    for path in error_files(outdir):
+        with open(path, "rb") as f:
+            for line in f:
+                if line.strip():
+                    try:
+                        yield orjson.loads(line)
+                    except orjson.JSONDecodeError:
+                        continue
 
 
 def row_id(rec: dict[str, Any]) -> str:

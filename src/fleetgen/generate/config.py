@@ -14,6 +14,7 @@ from fleetgen.generate.tool_turns import ToolMatch
 Reasoning = Literal["save", "strip", "off"]
 Truncation = Literal["keep", "drop", "retry-longer"]
 DispatchPolicy = Literal["least-outstanding", "round-robin"]
+EventLoop = Literal["auto", "uvloop", "asyncio"]
 
 
 class GenerateConfig(StrictModel):
@@ -114,6 +115,20 @@ class GenerateConfig(StrictModel):
     metrics_allow_remote: bool = Field(
         False, description="Allow a non-loopback metrics_host: the page shows endpoints and progress (never the API key)."
     )
+    event_loop: EventLoop = Field(
+        "auto",
+        description=(
+            "The client's event loop: uvloop (optional package, `pip install 'fleetgen[fast]'`; less CPU per request), "
+            "asyncio, or auto (uvloop when installed)."
+        ),
+    )
+    shard: str | None = Field(
+        None, pattern=r"^\d+/\d+$",
+        description=(
+            "i/N: this process does shard i of N (0-based) of the prompt ids, chosen by a hash of the id, into its "
+            "own journal files in the shared output directory; run N processes (any machines) to cover the job."
+        ),
+    )
 
     @field_validator("endpoints")
     @classmethod
@@ -129,6 +144,15 @@ class GenerateConfig(StrictModel):
         if len(set(out)) != len(out):
             raise ValueError("endpoints must be distinct")
         return out
+
+    @field_validator("shard")
+    @classmethod
+    def _check_shard(cls, v: str | None) -> str | None:
+        if v is not None:
+            i, n = map(int, v.split("/"))
+            if not 0 <= i < n:
+                raise ValueError(f"shard {v!r}: need 0 <= i < N")
+        return v
 
     @model_validator(mode="after")
     def _metrics_bind(self) -> GenerateConfig:

@@ -2,7 +2,8 @@
 
 A line is written whole, in one write() per batch, then flushed and fsynced; after a crash only
 the last line can be torn, and `repair` cuts it. What is done is read back by id, never by
-counting lines.
+counting lines: from the key index beside the results (keyindex.py) for what it covers, from the
+results themselves for the rest.
 """
 
 from __future__ import annotations
@@ -10,52 +11,33 @@ from __future__ import annotations
 import errno
 import os
 import re
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 
 from fleetgen.errors import InputError, OutputError, ResumeMismatchError
+from fleetgen.generate import keyindex
+from fleetgen.generate.doneset import DoneSet, id_hash
+from fleetgen.generate.keyindex import line_start
 
 RESULTS = "results.jsonl"
 ERRORS = "errors.jsonl"
 JOB = "job.json"
 STATS = "stats.json"
 
+
+def journal_names(suffix: str = "") -> tuple[str, str, str]:
+    """The results, errors and key index file names of one journal ('' suffix: the whole job's; see shard.py)."""
+    return f"results{suffix}.jsonl", f"errors{suffix}.jsonl", f"results{suffix}.keys"
+
 # Records are written with "id" then "sample" first, so the key is read without parsing the whole line.
 # The id's string is written unrolled ("[^"\\]*(?:\\.[^"\\]*)*", not "(?:[^"\\]|\\.)*"): the same
 # strings, half the time a line in Python's regex engine.
 _KEY_RE = re.compile(rb'^\{"id":("[^"\\]*(?:\\.[^"\\]*)*"|null),"sample":(\d+|null)')
-
-
-class DoneSet:
-    """Which (id, sample) pairs are recorded, as a bitmask per id (compact for millions of rows)."""
-
-    def __init__(self) -> None:
-        self._samples: dict[str, int] = {}
-        self.bad_lines: set[int] = set()
-        self.results = 0
-        self.errors = 0
-
-    def add(self, rid: str, sample: int) -> bool:
-        """Mark (rid, sample) done; False when it already was."""
-        bits = self._samples.get(rid, 0)
-        bit = 1 << sample
-        if bits & bit:
-            return False
-        self._samples[rid] = bits | bit
-        return True
-
-    def __contains__(self, key: tuple[str, int]) -> bool:
-        return bool(self._samples.get(key[0], 0) & (1 << key[1]))
-
-    def has_all(self, rid: str, samples: int) -> bool:
-        """Whether samples 0 to samples-1 of `rid` are all recorded (one lookup, for the resume's skip pass)."""
-        mask = (1 << samples) - 1
-        return (self._samples.get(rid, 0) & mask) == mask
-
-    def __len__(self) -> int:
-        return self.results + self.errors
 
 
 def repair(path: Path) -> int:
@@ -66,7 +48,7 @@ def repair(path: Path) -> int:
     with open(path, "rb+") as f:
         keep = size
         while keep > 0:
-            start = _line_start(f, keep)
+            start = line_start(f, keep)
             f.seek(keep - 1)
             if f.read(1) == b"\n":
                 f.seek(start)
@@ -83,21 +65,6 @@ def repair(path: Path) -> int:
     return size - keep
 
 
-def _line_start(f: Any, end: int) -> int:
-    """Offset where the line ending at `end` (exclusive, newline included) begins."""
-    pos = end - 1  # skip the line's own newline
-    block = 1 << 16
-    while pos > 0:
-        start = max(0, pos - block)
-        f.seek(start)
-        chunk = f.read(pos - start)
-        nl = chunk.rfind(b"\n")
-        if nl >= 0:
-            return start + nl + 1
-        pos = start
-    return 0
-
-
 def _key_of(line: bytes) -> tuple[str | None, int | None, dict[str, Any] | None]:
     m = _KEY_RE.match(line)
     if m:
@@ -108,36 +75,93 @@ def _key_of(line: bytes) -> tuple[str | None, int | None, dict[str, Any] | None]
     return rec.get("id"), rec.get("sample"), rec
 
 
-def _scan_results(path: Path, done: DoneSet) -> None:
-    """Keys of results.jsonl: the line's head by regex, the id decoded without a JSON parse unless escaped."""
-    samples = done._samples
+KeysChunk = Callable[[np.ndarray, int, int, bytes], None]
+
+
+def _scan_results(path: Path, start: int, on_chunk: KeysChunk) -> int:
+    """Keys of results.jsonl from byte `start` on, handed over a chunk at a time; returns the end offset.
+
+    on_chunk(keys, chunk_start, chunk_end, last_line) gets up to FRAME_KEYS keys of the lines in
+    bytes [chunk_start, chunk_end), which end with `last_line`. The key is read from the line's head
+    by regex, the id decoded without a JSON parse unless escaped.
+    """
     match = _KEY_RE.match
-    added = 0
+    hashes: list[int] = []
+    samples: list[int] = []
+    last = b""
     with open(path, "rb") as f:
+        f.seek(start)
+        chunk_start = start
         for line in f:
+            last = line
             m = match(line)
             if m is not None and m.group(1) != b"null" and m.group(2) != b"null":
                 raw, sample = m.groups()
                 rid = orjson.loads(raw) if b"\\" in raw else raw[1:-1].decode()
-                bit = 1 << int(sample)
-                bits = samples.get(rid, 0)
-                if not bits & bit:
-                    samples[rid] = bits | bit
-                    added += 1
+                sample = int(sample)
             elif line.strip():
                 rid, sample, _ = _key_of(line)
-                if rid is not None and sample is not None and done.add(rid, sample):
-                    added += 1
-    done.results += added
+                if type(rid) is not str or type(sample) is not int or sample < 0:
+                    continue
+            else:
+                continue
+            if sample < 1 << 32:
+                hashes.append(id_hash(rid))
+                samples.append(sample)
+                if len(hashes) == keyindex.FRAME_KEYS:
+                    here = f.tell()
+                    on_chunk(_keys_array(hashes, samples), chunk_start, here, last)
+                    hashes, samples, chunk_start = [], [], here
+        end = f.tell()
+    if end > chunk_start:
+        on_chunk(_keys_array(hashes, samples), chunk_start, end, last)
+    return end
 
 
-def load_done(outdir: Path) -> DoneSet:
-    """Read results and errors into a DoneSet: one streaming pass, the key read from each line's head."""
+def _keys_array(hashes: list[int], samples: list[int]) -> np.ndarray:
+    keys = np.empty(len(hashes), dtype=keyindex.KEY_DTYPE)
+    keys["lo"] = [h & _U64 for h in hashes]
+    keys["hi"] = [h >> 64 for h in hashes]
+    keys["sample"] = samples
+    return keys
+
+
+_U64 = (1 << 64) - 1
+
+
+def load_done(outdir: Path, *, update_index: bool = False, suffix: str = "") -> DoneSet:
+    """Read results and errors into a DoneSet: results through the key index where it is sound, the rest scanned.
+
+    With update_index, the index is brought level with the results: a stale or missing one is
+    rewritten (atomically), a torn tail cut, and the keys read from the results appended.
+    """
     done = DoneSet()
-    results = outdir / RESULTS
+    names = journal_names(suffix)
+    results, index = outdir / names[0], outdir / names[2]
+
+    def add(keys: np.ndarray) -> None:
+        done.results += done.add_many(keys["lo"], keys["hi"], keys["sample"])
+
+    try:  # at most this many ids: a table of that size from the start never grows (growing holds two tables)
+        done.reserve((index.stat().st_size - len(keyindex.HEADER)) // keyindex.KEY_DTYPE.itemsize)
+    except FileNotFoundError:
+        pass
+    loaded = keyindex.read_index(index, on_keys=add)
+    if loaded is not None and not keyindex.matches_results(loaded, results):
+        loaded, done = None, DoneSet()  # stale: it describes other results; read them all instead
+    start = loaded.end if loaded is not None else 0
+    frames = _IndexLeveler(index, loaded) if update_index else None
+
+    def scanned(keys: np.ndarray, chunk_start: int, chunk_end: int, last: bytes) -> None:
+        add(keys)
+        if frames is not None:
+            frames.append(keyindex.encode_keys(keys, chunk_start, chunk_end, last))
+
     if results.exists():
-        _scan_results(results, done)
-    errors = outdir / ERRORS
+        _scan_results(results, start, scanned)
+    if frames is not None:
+        frames.finish()
+    errors = outdir / names[1]
     if errors.exists():
         with open(errors, "rb") as f:
             for line in f:
@@ -150,20 +174,76 @@ def load_done(outdir: Path) -> DoneSet:
                     if isinstance(rec.get("line"), int):
                         done.bad_lines.add(rec["line"])
                         done.errors += 1
-                elif rid is not None and done.add(rid, sample):
+                elif isinstance(rid, str) and done.add(rid, sample):
                     done.errors += 1
     return done
 
 
-def archive_errors(outdir: Path) -> Path | None:
+class _IndexLeveler:
+    """Brings the index level with the results: a rewrite (temporary file, fsync, rename) or appends after its sound part.
+
+    Advisory only: on an OSError the index is left for the next open, which reads the results instead.
+    """
+
+    def __init__(self, index: Path, loaded: keyindex.Loaded | None) -> None:
+        self.index, self.rewrite, self.f = index, loaded is None, None
+        self.tmp = index.with_name(f"{index.name}.{os.getpid()}.tmp")
+        try:
+            if self.rewrite:
+                self.f = open(self.tmp, "wb")
+                self.f.write(keyindex.HEADER)
+            else:
+                if not loaded.whole:
+                    os.truncate(index, loaded.good_bytes)
+                self.f = open(index, "ab")
+        except OSError as e:
+            self._give_up(e)
+
+    def append(self, frame: bytes) -> None:
+        if self.f is not None:
+            try:
+                self.f.write(frame)
+            except OSError as e:
+                self._give_up(e)
+
+    def finish(self) -> None:
+        if self.f is None:
+            return
+        try:
+            if self.rewrite:
+                self.f.flush()
+                os.fsync(self.f.fileno())
+                self.f.close()
+                os.replace(self.tmp, self.index)
+                _fsync_dir(self.index.parent)
+            else:
+                self.f.close()
+        except OSError as e:
+            self._give_up(e)
+        self.f = None
+
+    def _give_up(self, e: OSError) -> None:
+        print(f"note: key index {self.index} not updated ({e.strerror or e}); the next resume reads the results instead",
+              file=sys.stderr)
+        if self.f is not None:
+            try:
+                self.f.close()
+            except OSError:
+                pass
+        self.f = None
+        if self.rewrite:
+            self.tmp.unlink(missing_ok=True)
+
+
+def archive_errors(outdir: Path, suffix: str = "") -> Path | None:
     """Move errors.jsonl aside (atomic rename) so its rows are attempted again and recorded once."""
-    errors = outdir / ERRORS
+    errors = outdir / journal_names(suffix)[1]
     if not errors.exists() or errors.stat().st_size == 0:
         return None
     n = 1
-    while (outdir / f"errors.retried-{n}.jsonl").exists():
+    while (outdir / f"errors{suffix}.retried-{n}.jsonl").exists():
         n += 1
-    target = outdir / f"errors.retried-{n}.jsonl"
+    target = outdir / f"errors{suffix}.retried-{n}.jsonl"
     os.replace(errors, target)
     _fsync_dir(outdir)
     return target
@@ -210,7 +290,7 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Write to a temporary file, fsync, rename: readers see the old file or the new one; OSError becomes OutputError."""
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # per process: shards write job.json side by side
     try:
         try:
             with open(tmp, "wb") as f:
@@ -266,9 +346,10 @@ class Journal:
     _write = staticmethod(os.write)
     _fsync = staticmethod(os.fsync)
 
-    def __init__(self, outdir: Path) -> None:
+    def __init__(self, outdir: Path, suffix: str = "") -> None:
         self.outdir = Path(outdir)
-        self._paths = (self.outdir / RESULTS, self.outdir / ERRORS)
+        results, errors, index = journal_names(suffix)
+        self._paths = (self.outdir / results, self.outdir / errors)
         self._fds: list[int] = []
         try:
             for path in self._paths:
@@ -276,16 +357,20 @@ class Journal:
         except OSError as e:
             self.close()
             raise output_error(path, e) from None
+        try:
+            self._index_fd: int | None = os.open(self.outdir / index, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        except OSError:
+            self._index_fd = None  # no index (it could not be written): resumes read the results
 
     @classmethod
-    def open(cls, outdir: Path, *, retry_errors: bool) -> tuple[Journal, DoneSet]:
-        """Repair torn tails, set errors aside when retrying them, and read what is done."""
+    def open(cls, outdir: Path, *, retry_errors: bool, suffix: str = "") -> tuple[Journal, DoneSet]:
+        """Repair torn tails, set errors aside when retrying them, and read what is done (of one shard's journal)."""
         outdir = Path(outdir)
         try:
             outdir.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise InputError(f"cannot create output directory {outdir}: {e.strerror}") from None
-        for name in (RESULTS, ERRORS):
+        for name in journal_names(suffix)[:2]:
             try:
                 cut = repair(outdir / name)
             except OSError as e:
@@ -294,21 +379,47 @@ class Journal:
                 print(f"note: repaired {name}: cut {cut} bytes of a torn last line", flush=True)
         if retry_errors:
             try:
-                archive_errors(outdir)
+                archive_errors(outdir, suffix)
             except OSError as e:
-                raise output_error(outdir / ERRORS, e) from None
-        done = load_done(outdir)
-        journal = cls(outdir)
+                raise output_error(outdir / journal_names(suffix)[1], e) from None
+        done = load_done(outdir, update_index=True, suffix=suffix)
+        journal = cls(outdir, suffix)
         _fsync_dir(outdir)
         return journal, done
 
     def commit(self, results: list[bytes], errors: list[bytes]) -> None:
         """Append each batch, then fsync: every line is either all there or not there at all."""
-        for fd, path, lines in zip(self._fds, self._paths, (results, errors)):
-            if lines:
-                self._append(fd, path, b"".join(lines))
+        if results:
+            data = b"".join(results)
+            start = self._append(self._fds[0], self._paths[0], data)
+            self._index(results, start, start + len(data))
+        if errors:
+            self._append(self._fds[1], self._paths[1], b"".join(errors))
 
-    def _append(self, fd: int, path: Path, data: bytes) -> None:
+    def _index(self, lines: list[bytes], start: int, end: int) -> None:
+        """Append the keys of result lines now fsynced in bytes [start, end); a failure only stops the index."""
+        if self._index_fd is None:
+            return
+        hashes, samples = [], []
+        for line in lines:
+            m = _KEY_RE.match(line)
+            rid, sample = (orjson.loads(m.group(1)), int(m.group(2))) if m else _key_of(line)[:2]
+            hashes.append(id_hash(rid))
+            samples.append(sample)
+        frame = keyindex.encode_frame(hashes, samples, start, end, lines[-1])
+        try:
+            n = os.write(self._index_fd, frame)
+            if n != len(frame):
+                raise OSError(errno.EIO, f"short write ({n} of {len(frame)} bytes)")
+        except OSError as e:
+            # The frame is torn or missing: the next open keeps the frames before it and reads the rest
+            # from the results. Writing later frames would leave a gap, so the index stops here.
+            print(f"note: key index not updated ({e.strerror or e}); the next resume reads the results instead", file=sys.stderr)
+            os.close(self._index_fd)
+            self._index_fd = None
+
+    def _append(self, fd: int, path: Path, data: bytes) -> int:
+        """Write data at the end of the file and fsync; returns the offset it starts at."""
         try:
             if os.fstat(fd).st_nlink == 0:
                 # Writes to a deleted file succeed and vanish: stop instead of losing the run's work.
@@ -332,10 +443,14 @@ class Journal:
             except OSError:
                 pass  # a resume cuts the torn tail (repair) if even this fails
             raise output_error(path, e) from None
+        return start
 
     def close(self) -> None:
         while self._fds:
             os.close(self._fds.pop())
+        if getattr(self, "_index_fd", None) is not None:
+            os.close(self._index_fd)
+            self._index_fd = None
 
 
 def dumps_line(record: dict[str, Any]) -> bytes:

@@ -24,9 +24,11 @@ from fleetgen.generate.config import GenerateConfig
 from fleetgen.generate.conversation import Session, regenerate
 from fleetgen.generate.dispatcher import Dispatcher, DispatchPolicy
 from fleetgen.generate.fleet_watch import follow_fleet
-from fleetgen.generate.journal import STATS, DoneSet, Journal, check_identity, write_atomic
+from fleetgen.generate.complete import mark_complete, read_complete
+from fleetgen.generate.journal import DoneSet, Journal, check_identity, journal_names, write_atomic
 from fleetgen.generate.outcomes import Batch, Failed, Outcome, Skipped, record
 from fleetgen.generate.records import BadRow, PromptRecord, fingerprint, iter_rows, prompt_of, raw_id, surely_valid
+from fleetgen.generate.shard import Shard
 from fleetgen.generate.stats import Clock, Stats
 from fleetgen.generate.watch import JobWatch
 from fleetgen.generate.writer import Writer
@@ -79,7 +81,22 @@ def generate(
     Raises ResumeMismatchError when the directory holds another job (unless force), and
     NoReplicaError when every replica stopped answering (what is done stays done; run again to resume).
     """
-    return asyncio.run(run(config, on_progress=on_progress, clock=clock, handle_signals=handle_signals))
+    with asyncio.Runner(loop_factory=event_loop_factory(config.event_loop)) as runner:
+        return runner.run(run(config, on_progress=on_progress, clock=clock, handle_signals=handle_signals))
+
+
+def event_loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's loop when chosen (or, for auto, installed); None: asyncio's own."""
+    if choice == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        if choice == "uvloop":
+            raise ConfigError("event_loop uvloop: the uvloop package is not installed",
+                              hint="pip install 'fleetgen[fast]', or use --event-loop asyncio") from None
+        return None
+    return uvloop.new_event_loop
 
 
 async def run(
@@ -134,10 +151,19 @@ async def _run(
             "model": model,
             "sampling": config.sampling(),
         }
+        shard = Shard.parse(config.shard)
+        if not shard.whole:
+            identity["shards"] = shard.count  # another split (or none) would not find this one's rows
         outdir = Path(config.output_dir)
         outdir.mkdir(parents=True, exist_ok=True)
         check_identity(outdir, identity, force=config.force)
-        journal, done = Journal.open(outdir, retry_errors=config.retry_errors)
+        files, mark = list(journal_names(shard.suffix)[:2]), f"complete{shard.suffix}.json"
+        resumed = None if config.retry_errors else read_complete(outdir, identity, config.samples, files, mark)
+        if resumed is not None:  # nothing changed since a run resolved every row: nothing to read or do
+            stats.resumed = resumed
+            stats.finished = clock()
+            return stats
+        journal, done = Journal.open(outdir, retry_errors=config.retry_errors, suffix=shard.suffix)
         session = Session(config, dispatcher, http, model, config.context_length or context_length)
         writer = Writer(
             # Room for what completes during one commit interval even at low concurrency, so the
@@ -145,7 +171,7 @@ async def _run(
             journal, done, stats, queue_size=max(4 * dispatcher.capacity, WRITER_QUEUE_MIN),
             commit_interval_s=config.commit_interval_s, on_commit=on_progress,
         )
-        loop = _Loop(session, writer, done, stats, stop)
+        loop = _Loop(session, writer, done, stats, stop, shard)
         watch = asyncio.create_task(follow_fleet(config.fleet_state, dispatcher)) if config.fleet_state else None
         job_watch = JobWatch.start(config, stats, metrics)
         try:
@@ -156,12 +182,17 @@ async def _run(
             journal.close()
             stats.finished = clock()
             try:
-                write_atomic(outdir / STATS, orjson.dumps(stats.to_dict(), option=orjson.OPT_INDENT_2))
+                write_atomic(outdir / f"stats{shard.suffix}.json", orjson.dumps(stats.to_dict(), option=orjson.OPT_INDENT_2))
             except OutputError as e:  # must not hide the run's own outcome; results are already safe
                 print(f"note: stats.json not saved: {e.message}", file=sys.stderr)
             for note in session.notes[:1]:
                 print(f"note: {note}", file=sys.stderr)
             await job_watch.close()
+        if not stats.interrupted:  # the loop returned: every row is resolved
+            try:
+                mark_complete(outdir, identity, config.samples, loop.next_resumed, files, mark)
+            except OutputError as e:
+                print(f"note: {mark} not saved: {e.message}", file=sys.stderr)
     return stats
 
 
@@ -267,9 +298,12 @@ class _Loop:
     # Skip finished rows before normalizing them (see _work). Off only in tests and the benchmark,
     # where every row then takes the full path, as before the fast skip existed.
     fast_skip = True
+    shard = Shard()  # the whole job, unless the run is one of N shards
+    next_resumed = 0  # what a resume after this run counts as already done (see complete.py)
 
-    def __init__(self, session: Session, writer: Writer, done: DoneSet, stats: Stats, stop: _Stop) -> None:
+    def __init__(self, session: Session, writer: Writer, done: DoneSet, stats: Stats, stop: _Stop, shard: Shard = Shard()) -> None:
         self.s = session
+        self.shard = shard
         self.writer = writer
         self.done = done
         self.stats = stats
@@ -394,6 +428,7 @@ class _Loop:
         done, bad_lines = self.done, self.done.bad_lines
         first_line = FirstLines.for_rows(self.stats.total // samples)  # total: rows x samples
         has_all, claim, fast = done.has_all, first_line.setdefault, self.fast_skip
+        shard = self.shard
         skipped = Batch()
         for line, row in iter_rows(self.config.prompts):
             # Fast skip: a finished row is skipped without normalizing it (a resume of a finished run
@@ -407,10 +442,16 @@ class _Loop:
             # - the claim comes last, only for a row that is skipped: `claim` records the line.
             if fast and line not in bad_lines:
                 rid = raw_id(row)
+                if rid is not None and not shard.whole and surely_valid(row) and not shard.owns(rid):
+                    continue  # another shard's row (normalize gives it this id)
                 if rid is not None and has_all(rid, samples) and surely_valid(row) and claim(rid, line) == line:
                     self.stats.resumed += samples  # what record(Skipped(rid, k)) does for each sample
+                    self.next_resumed += samples
                     continue
             item = prompt_of(line, row)
+            if not (shard.owns_line(line) if isinstance(item, BadRow) else shard.owns(item.id)):
+                continue
+            self.next_resumed += 1 if isinstance(item, BadRow) else samples  # a duplicate: corrected below
             if isinstance(item, BadRow):
                 if item.line not in bad_lines:
                     yield Failed(item.id, None, f"line {item.line}: {item.reason}; {ROW_HINT}", "input", item.line)
@@ -419,6 +460,7 @@ class _Loop:
                 continue
             seen = first_line.setdefault(item.id, item.line)
             if seen != item.line:
+                self.next_resumed += 1 - samples  # a later line of a claimed id: a row error, counted once
                 if item.line not in bad_lines:
                     yield Failed(
                         item.id, None, f"line {item.line}: duplicate id {item.id!r} (first on line {seen}); {ROW_HINT}",

@@ -48,6 +48,15 @@ class Run:
     corrupt_lines: int = 0
 
 
+def _shard_stats(outdir: Path) -> dict[str, Any] | None:
+    """The stats of a run done by N `--shard` processes, merged into one."""
+    from fleetgen.generate.shard import STATS_FILES, merge_stats
+
+    paths = sorted(p for p in outdir.glob("stats.shard-*.json") if STATS_FILES.match(p.name)) if outdir.is_dir() else []
+    parts = [d for d in map(_json, paths) if d]
+    return merge_stats(parts) if parts else None
+
+
 def _json(path: Path) -> dict[str, Any] | None:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -101,7 +110,7 @@ def load_run(outdir: Path, mix_report: Path | None = None) -> Run:
         reason = error_reason(rec)
         run.errors[reason] += 1
         run.error_examples.setdefault(reason, f"{rec.get('id')}#{rec.get('sample')}: {str(rec.get('reason'))[:160]}")
-    run.stats = _json(run.outdir / "stats.json")
+    run.stats = _json(run.outdir / "stats.json") or _shard_stats(run.outdir)
     run.job = _json(run.outdir / "job.json")
     if mix_report is not None:
         path = mix_report / "summary.json" if mix_report.is_dir() else mix_report
