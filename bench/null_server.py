@@ -2,11 +2,13 @@
 
 A minimal HTTP/1.1 keep-alive server on raw asyncio protocols, so that on one core it answers far
 faster than any client can ask: one prebuilt, valid chat completion for every POST, `/v1/models`
-and `/health` for GETs. It listens on several ports in one process (one per simulated replica)
+and `/health` for GETs. With `--answer-tokens N` the answer is N words long, and a request that
+asks for token ids (`return_token_ids`) gets them as vLLM returns them (`--prompt-tokens` ids at the
+response root, N in the choice). It listens on several ports in one process (one per simulated replica)
 and records each chat request's arrival time (CLOCK_MONOTONIC, shared by every process of the
 machine); `GET /_arrivals` returns and clears them. Used by bench/client_overhead.py.
 
-    .venv/bin/python bench/null_server.py --ports 18200 18201
+    .venv/bin/python bench/null_server.py --ports 18200 18201 [--answer-tokens 600 --prompt-tokens 300]
 """
 
 from __future__ import annotations
@@ -31,6 +33,26 @@ def _response(body: bytes) -> bytes:
 
 
 CHAT, MODELS, HEALTH = _response(_COMPLETION), _response(_MODELS), _response(b"ok")
+CHAT_IDS = CHAT
+
+
+def build_answers(answer_tokens: int, prompt_tokens: int) -> None:
+    """An answer of `answer_tokens` words; with ids (vLLM's shape) for requests that ask for them."""
+    global CHAT, CHAT_IDS
+    if not answer_tokens:
+        return
+    words = [f" word{i % 50}" for i in range(answer_tokens - 1)]
+    body = {
+        "id": "null-0", "object": "chat.completion", "model": MODEL,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(words).strip()}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": answer_tokens},
+    }
+    CHAT = _response(orjson.dumps(body))
+    # Ids spread like a BPE vocabulary's: mostly below 16K, some up to 150K.
+    ids = [(i * 7919) % (16000 if i % 5 else 150000) for i in range(answer_tokens + prompt_tokens)]
+    body["choices"][0]["token_ids"] = ids[:answer_tokens]
+    body["prompt_token_ids"] = ids[answer_tokens:]
+    CHAT_IDS = _response(orjson.dumps(body))
 ARRIVALS: list[float] = []
 
 
@@ -52,10 +74,11 @@ class _Http(asyncio.Protocol):
                     length = int(line[15:])
             if len(self.buf) < end + 4 + length:
                 return
+            request_body = self.buf[end + 4 : end + 4 + length]
             self.buf = self.buf[end + 4 + length:]
             if head.startswith(b"POST"):
                 ARRIVALS.append(time.monotonic())
-                self.t.write(CHAT)
+                self.t.write(CHAT_IDS if b'"return_token_ids":true' in request_body else CHAT)
             elif head.startswith(b"GET /v1/models"):
                 self.t.write(MODELS)
             elif head.startswith(b"GET /_arrivals"):
@@ -76,7 +99,11 @@ async def serve(ports: list[int]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ports", type=int, nargs="+", required=True)
-    asyncio.run(serve(ap.parse_args().ports))
+    ap.add_argument("--answer-tokens", type=int, default=0, help="answer length in words (0: the two-token 'Blue.')")
+    ap.add_argument("--prompt-tokens", type=int, default=12, help="prompt ids returned with --answer-tokens")
+    a = ap.parse_args()
+    build_answers(a.answer_tokens, a.prompt_tokens)
+    asyncio.run(serve(a.ports))
 
 
 if __name__ == "__main__":

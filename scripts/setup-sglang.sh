@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 V=${SGLANG_VENV:-.venv-sglang}
 SGLANG_VERSION=0.5.12
-check() { "$V/bin/python" scripts/sglang_flags.py --version 2>/dev/null | grep -qx "$SGLANG_VERSION"; }
+check() { "$V/bin/python" src/fleetgen/fleet/engines/sglang_flags.py --version 2>/dev/null | grep -qx "$SGLANG_VERSION"; }
 if [ -x "$V/bin/python" ] && check; then
   echo "$V: sglang $SGLANG_VERSION parser ready"
   exit 0
@@ -19,7 +19,7 @@ trap 'rm -f "$log"' EXIT
 # torch is the CPU wheel (pip finds it locally); pinning it here stops anything pulling a CUDA torch.
 # triton and torchvision are imported at module level by sglang.srt.utils.common (the parser uses
 # neither). PyPI's torchvision is a CUDA build whose kernels do not load beside the CPU torch:
-# 0.28.0 is the release for torch 2.13, installed without deps; scripts/sglang_flags.py declares
+# 0.28.0 is the release for torch 2.13, installed without deps; src/fleetgen/fleet/engines/sglang_flags.py declares
 # the two op schemas its import needs.
 if ! "$V/bin/python" -m pip install --quiet --disable-pip-version-check \
       "torch==2.13.0+cpu" "transformers==5.6.0" "openai==2.6.1" "triton==3.8.0" \
@@ -32,7 +32,7 @@ if ! "$V/bin/python" -m pip install --quiet --disable-pip-version-check \
 fi
 if ! check; then
   echo "$V: sglang $SGLANG_VERSION installed but its argument parser does not load:" >&2
-  "$V/bin/python" scripts/sglang_flags.py --version >&2 || true
+  "$V/bin/python" src/fleetgen/fleet/engines/sglang_flags.py --version >&2 || true
   exit 1
 fi
 echo "$V: sglang $SGLANG_VERSION parser ready"

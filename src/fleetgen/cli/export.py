@@ -1,4 +1,4 @@
-"""`fleetgen export OUTDIR --format specforge|sharegpt|openai|tokens -o FILE_OR_DIR`: parse flags, call `export`."""
+"""`fleetgen export OUTDIR --format specforge|sharegpt|openai|tokens|speculators -o FILE_OR_DIR`: parse flags, call `export`."""
 
 from __future__ import annotations
 
@@ -76,8 +76,11 @@ def cmd_export(
     for reason, n in s.failed.most_common():
         t.add_row(f"[red]failed: {reason}[/]", str(n))
     console.print(t)
-    if s.format == "tokens":
+    if s.format in ("tokens", "speculators"):
         console.print(f"{s.supervised_tokens} supervised of {s.total_tokens} tokens; round-trip failures: {sum(s.failed.values())}")
+        console.print(f"{s.from_ids} records from the sampled token ids; {sum(s.retokenized.values())} re-tokenized from text (fallback)")
+        for reason, n in s.retokenized.most_common():
+            console.print(f"  re-tokenized: {reason}: {n}")
     for ex in s.failed_examples:
         console.print(f"[dim]  e.g. {ex}[/]")
     if s.corrupt_lines or s.duplicates:

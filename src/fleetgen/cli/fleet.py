@@ -14,6 +14,7 @@ from rich.live import Live
 from rich.table import Table
 
 from fleetgen.cli._config import merge_flags
+from fleetgen.cli._wide import print_whole
 from fleetgen.config import field_help as _h
 from fleetgen.config import validate
 from fleetgen.fleet import FleetConfig, ReplicaProgress, down, fleet_status, up
@@ -35,6 +36,7 @@ def cmd_up(
     replicas: Annotated[Optional[int], typer.Option(help=_h(FleetConfig, "replicas"))] = None,
     gpus: Annotated[str, typer.Option(help=_h(FleetConfig, "gpus"))] = "all",
     tp: Annotated[int, typer.Option(help=_h(FleetConfig, "tp"))] = 1,
+    replicas_per_gpu: Annotated[int, typer.Option(help=_h(FleetConfig, "replicas_per_gpu"))] = 1,
     host: Annotated[str, typer.Option(help=_h(FleetConfig, "host"))] = "127.0.0.1",
     port_base: Annotated[int, typer.Option(help=_h(FleetConfig, "port_base"))] = 30000,
     max_running_requests: Annotated[Optional[int], typer.Option(help=_h(FleetConfig, "max_running_requests"))] = None,
@@ -51,7 +53,8 @@ def cmd_up(
 ) -> None:
     """Start a data-parallel fleet and return once every replica is verified. Engine flags go after `--`."""
     flags = {
-        "engine": engine, "model": model, "replicas": replicas, "gpus": gpus, "tp": tp, "host": host,
+        "engine": engine, "model": model, "replicas": replicas, "gpus": gpus, "tp": tp, "replicas_per_gpu": replicas_per_gpu,
+        "host": host,
         "port_base": port_base, "max_running_requests": max_running_requests, "context_length": context_length,
         "enforce_eager": enforce_eager, "python": python, "doctor": doctor, "fix_dir": fix_dir,
         "startup_timeout": startup_timeout, "state": state, "api_key": api_key, "ray": ray,
@@ -118,7 +121,7 @@ def cmd_status(
             "[green]yes[/]" if s.healthy else "[red]no[/]",
             _fmt(s.probe_latency_ms), _fmt(s.running), _fmt(s.waiting), _fmt(s.tokens_per_s), _fmt(s.memory_mib), _fmt(s.gpu_memory_mib),
         )
-    Console().print(t)
+    print_whole(Console(), t)
     if not all(s.healthy for s in statuses):
         raise typer.Exit(1)
 

@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from fleetgen.cli._config import merge_flags
+from fleetgen.cli._wide import print_whole
 from fleetgen.config import field_help as _h
 from fleetgen.config import validate
 from fleetgen.generate import GenerateConfig, Stats, generate
@@ -42,6 +43,7 @@ def cmd_generate(
     prefix_affinity: Annotated[bool, typer.Option(help=_h(GenerateConfig, "prefix_affinity"))] = True,
     hedge: Annotated[bool, typer.Option(help=_h(GenerateConfig, "hedge"))] = True,
     retry_errors: Annotated[bool, typer.Option("--retry-errors", help=_h(GenerateConfig, "retry_errors"))] = False,
+    token_ids: Annotated[bool, typer.Option(help=_h(GenerateConfig, "token_ids"))] = True,
     force: Annotated[bool, typer.Option("--force", help=_h(GenerateConfig, "force"))] = False,
     api_key: Annotated[
         Optional[str],
@@ -57,7 +59,7 @@ def cmd_generate(
         "samples": samples, "max_tokens": max_tokens, "temperature": temperature, "top_p": top_p, "seed": seed,
         "concurrency": concurrency, "reasoning": reasoning, "truncation": truncation,
         "context_length": context_length, "dispatch": dispatch, "prefix_affinity": prefix_affinity,
-        "hedge": hedge, "retry_errors": retry_errors, "force": force, "api_key": api_key,
+        "hedge": hedge, "retry_errors": retry_errors, "token_ids": token_ids, "force": force, "api_key": api_key,
     }
     base = merge_flags(ctx, flags, config, _FIELD_OF)
     cfg = validate(GenerateConfig, base, source=f"{config} and flags" if config else "flags")
@@ -102,10 +104,12 @@ def _print_summary(s: Stats, outdir: Path) -> None:
         "[bold]total", str(s.ok), str(s.errors), str(s.truncated), str(s.completion_tokens),
         f"{s.output_tokens_per_s:.1f}", "", "", "",
     )
-    console.print(t)
+    print_whole(console, t)
     tail = f"wall {s.elapsed_s:.1f}s; {s.resumed} already done before this run"
     if s.stopped_reason:
         tail += f"; {s.stopped_reason}"
+    if s.turns_without_ids:
+        tail += f"; {s.turns_without_ids} turns without token ids (the tokens export re-tokenizes those rows)"
     console.print(tail + f"; stats in {outdir / 'stats.json'}")
 
 

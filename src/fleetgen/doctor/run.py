@@ -7,6 +7,7 @@ from pathlib import Path
 
 from fleetgen.doctor.attention import check_attention, check_hybrid
 from fleetgen.doctor.config import DoctorConfig
+from fleetgen.doctor.engine_import import check_engine_import, probe_import
 from fleetgen.doctor.gpus import check_gpus
 from fleetgen.doctor.host import Host
 from fleetgen.doctor.kernels import check_kernels, check_loader, probe_kernels
@@ -31,6 +32,8 @@ def run_doctor(config: DoctorConfig, host: Host | None = None) -> DoctorReport:
     checks.append(check_loader(host, snap, tcuda))
     if config.engine:
         checks.append(check_kernels(probe_kernels(host, config.engine), config.engine, host, snap, torch.version, tcuda))
+        if snap.gpus:  # the whole server import: slow (~20 s), and only GPU machines start these engines' servers
+            checks.append(check_engine_import(probe_import(host, config.engine), config.engine, host))
     else:
         checks.append(Check(id="kernels", status=Status.SKIP, cause="no_engine",
                             summary="pass --engine sglang or --engine vllm to check the engine's kernels"))

@@ -9,7 +9,9 @@ from pydantic import Field, model_validator
 
 from fleetgen.config import StrictModel
 
-Format = Literal["specforge", "sharegpt", "openai", "tokens"]
+Format = Literal["specforge", "sharegpt", "openai", "tokens", "speculators"]
+# Formats of token ids and a loss mask: they need the target's tokenizer.
+TOKEN_FORMATS = ("tokens", "speculators")
 Reasoning = Literal["train", "context", "drop"]
 
 
@@ -22,12 +24,13 @@ class ExportConfig(StrictModel):
     format: Format = Field(
         "specforge",
         description="specforge: {id, conversations, tools}; sharegpt: from/value turns; openai: {id, messages, tools}; "
-        "tokens: Parquet of input_ids + loss_mask from the target's chat template.",
+        "tokens: Parquet of input_ids + loss_mask (the sampled token ids; re-tokenized text where a row has none); "
+        "speculators: vllm-project/speculators' JSONL rows, one per generation.",
     )
     tokenizer: str | None = Field(
         None,
         description="Tokenizer with the target's chat template (path, hub id or 'smollm2'); "
-        "needed for tokens; default: the model named in the results.",
+        "needed for tokens and speculators; default: the model named in the results.",
     )
     reasoning: Reasoning = Field(
         "train",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleetgen.export.config import ExportConfig
+from fleetgen.export.config import TOKEN_FORMATS, ExportConfig
 from fleetgen.export.results import assistant_turns, finish_reasons, has_think_marker
 
 
@@ -27,7 +27,7 @@ def rejection(rec: dict[str, Any], config: ExportConfig) -> str | None:
     for m in turns:
         if not (m.get("content") or "").strip() and not m.get("tool_calls"):
             return "empty assistant turn"
-    if config.format != "tokens" and config.min_supervised_tokens:
+    if config.format not in TOKEN_FORMATS and config.min_supervised_tokens:
         # Without a tokenizer the server's own count of generated tokens is the exact supervised length.
         completion = (rec.get("usage") or {}).get("completion_tokens") or 0
         if completion < config.min_supervised_tokens:

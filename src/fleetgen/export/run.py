@@ -8,9 +8,9 @@ from typing import IO, Any
 import orjson
 
 from fleetgen.export.atomic import AtomicFiles
-from fleetgen.export.config import ExportConfig
+from fleetgen.export.config import TOKEN_FORMATS, ExportConfig
 from fleetgen.export.filters import rejection
-from fleetgen.export.formats import TEXT_FORMATS, Format, RowRejected, TokensFormat
+from fleetgen.export.formats import TEXT_FORMATS, Format, RowRejected, SpeculatorsFormat, TokensFormat
 from fleetgen.export.formats.tokens import load_tokenizer, parquet_schema, require_tokenizer
 from fleetgen.export.results import ReadCounts, iter_results
 from fleetgen.export.split import split_of
@@ -44,14 +44,17 @@ def export(config: ExportConfig, *, on_row: Callable[[ExportSummary], None] | No
             raise
         files.commit()
     summary.corrupt_lines = counts.corrupt_lines
+    if isinstance(fmt, TokensFormat):
+        summary.from_ids, summary.retokenized = fmt.from_ids, fmt.retokenized
     summary.duplicates = counts.duplicates
     return summary
 
 
 def _format(config: ExportConfig, first: dict[str, Any] | None) -> Format:
-    if config.format == "tokens":
+    if config.format in TOKEN_FORMATS:
         model = first.get("model") if first else None
-        return TokensFormat(config, load_tokenizer(require_tokenizer(config, model)))
+        cls = SpeculatorsFormat if config.format == "speculators" else TokensFormat
+        return cls(config, load_tokenizer(require_tokenizer(config, model)))
     return TEXT_FORMATS[config.format](config)
 
 
@@ -74,7 +77,7 @@ def _one(rec: dict[str, Any], fmt: Format, config: ExportConfig, sinks: dict[str
     split = split_of(str(rec["id"]), config.eval_fraction, config.split_salt)
     for row in rows:
         supervised = fmt.supervised_tokens(row, rec)
-        if config.format == "tokens" and supervised < config.min_supervised_tokens:
+        if config.format in TOKEN_FORMATS and supervised < config.min_supervised_tokens:
             summary.filtered[f"fewer than {config.min_supervised_tokens} supervised tokens"] += 1
             continue
         sinks[split].write(row)

@@ -30,6 +30,9 @@ class ExportSummary:
     duplicates: int = 0
     supervised_tokens: int = 0
     total_tokens: int = 0
+    # tokens: records exported from the server's sampled ids, and those re-tokenized from text (by why).
+    from_ids: int = 0
+    retokenized: Counter = field(default_factory=Counter)
 
     @property
     def rows_written(self) -> int:
@@ -55,4 +58,6 @@ class ExportSummary:
             "duplicates": self.duplicates,
             "supervised_tokens": self.supervised_tokens,
             "total_tokens": self.total_tokens,
+            "from_ids": self.from_ids,
+            "retokenized": dict(self.retokenized),
         }

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from fleetgen.config import StrictModel
 
@@ -25,6 +25,11 @@ class FleetConfig(StrictModel):
         "all", description="GPUs to use: 'all', 'none' (CPU engine), or a list like '0,1,2,3'."
     )
     tp: int = Field(1, ge=1, description="Tensor-parallel size: GPUs per replica.")
+    replicas_per_gpu: int = Field(
+        1, ge=1, le=16,
+        description="Replicas sharing each GPU group (a model far smaller than the GPU): each its own process, "
+        "port and memory share; replicas of one GPU start one after another. Local GPU fleets only.",
+    )
     host: str = Field("127.0.0.1", description="Address the servers bind to (loopback unless told).")
     port_base: int = Field(30000, ge=1024, le=65000, description="Replica i listens on port_base + i.")
     state_dir: Path = Field(DEFAULT_STATE_DIR, description="Directory holding the fleet's state and logs.")
@@ -92,3 +97,11 @@ class FleetConfig(StrictModel):
         if not ids or len(set(ids)) != len(ids) or min(ids) < 0:
             raise ValueError(f"gpus must list distinct non-negative ids, got {v!r}")
         return ",".join(str(i) for i in ids)
+
+    @model_validator(mode="after")
+    def _check_sharing(self) -> "FleetConfig":
+        if self.replicas_per_gpu > 1 and self.ray is not None:
+            raise ValueError("replicas_per_gpu > 1 is for local fleets; a Ray fleet places one replica per GPU group")
+        if self.replicas_per_gpu > 1 and self.gpus == "none":
+            raise ValueError("replicas_per_gpu > 1 needs GPUs; CPU replicas already share the cores (cpu_shares)")
+        return self

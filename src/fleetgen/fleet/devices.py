@@ -46,8 +46,14 @@ def discover_gpus() -> list[GpuInfo]:
         pynvml.nvmlShutdown()
 
 
-def gpu_groups(gpus: str, tp: int, replicas: int | None, available: list[int]) -> list[tuple[int, ...]]:
-    """Split the chosen GPUs into consecutive groups of `tp`, one group per replica."""
+def gpu_groups(
+    gpus: str, tp: int, replicas: int | None, available: list[int], per_group: int = 1
+) -> list[tuple[int, ...]]:
+    """Split the chosen GPUs into consecutive groups of `tp`, one group per replica.
+
+    With `per_group` > 1 each group serves that many replicas, listed round-robin (group 0, 1, ...,
+    then group 0 again), so fewer replicas than slots still spread over every group.
+    """
     chosen = available if gpus == "all" else [int(x) for x in gpus.split(",")]
     missing = sorted(set(chosen) - set(available))
     if missing:
@@ -58,14 +64,29 @@ def gpu_groups(gpus: str, tp: int, replicas: int | None, available: list[int]) -
     groups = [tuple(chosen[i : i + tp]) for i in range(0, len(chosen) - tp + 1, tp)]
     if not groups:
         raise ConfigError(f"--tp {tp} needs {tp} GPUs per replica but only {len(chosen)} are chosen")
+    groups = [g for _ in range(per_group) for g in groups]
     if replicas is None:
         return groups
     if replicas > len(groups):
+        per = f" and --replicas-per-gpu {per_group}" if per_group > 1 else ""
         raise ConfigError(
-            f"--replicas {replicas} with --tp {tp} needs {replicas * tp} GPUs; {len(chosen)} are chosen",
-            hint="lower --replicas or --tp, or pass more --gpus",
+            f"--replicas {replicas} with --tp {tp}{per} needs {-(-replicas // per_group) * tp} GPUs; {len(chosen)} are chosen",
+            hint="lower --replicas or --tp, raise --replicas-per-gpu (a small model), or pass more --gpus",
         )
     return groups[:replicas]
+
+
+def sharing_waves(slots: list[int]) -> list[list[int]]:
+    """Positions grouped by GPU slot: a replica starts only once those before it on its GPU are up.
+
+    An engine sizes its memory from what is free when it starts (SGLang's --mem-fraction-static
+    is a share of the memory free before its weights load); two starting together on one GPU
+    each count the other's memory as free and one runs out.
+    """
+    waves: dict[int, list[int]] = {}
+    for pos, slot in enumerate(slots):
+        waves.setdefault(slot, []).append(pos)
+    return [waves[k] for k in sorted(waves)]
 
 
 def cpu_shares(replicas: int, cores: list[int] | None = None) -> list[tuple[int, ...]]:
@@ -102,3 +123,4 @@ def claim_cores(count: int, lock_dir: Path, cores: list[int] | None = None) -> t
         held.append(core)
         fds.append(fd)
     return tuple(held), fds
+

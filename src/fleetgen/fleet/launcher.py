@@ -15,13 +15,14 @@ from fleetgen.errors import FleetError
 from fleetgen.fleet.backend import Backend, Launch, StartedReplica
 from fleetgen.fleet.backends import backend_for, backend_for_config
 from fleetgen.fleet.config import FleetConfig
+from fleetgen.fleet.devices import sharing_waves
 from fleetgen.fleet.engines import ReplicaSpec, get_engine
 from fleetgen.fleet.net import check_port_free, is_loopback
 from fleetgen.fleet.plan import api_key_of, plan_replicas
 from fleetgen.fleet.state import (
     FleetState, ReplicaState, clear_state, ensure_state_dir, read_state, record_replica, write_state,
 )
-from fleetgen.fleet.verify import ProgressCallback, record_configs, wait_ready
+from fleetgen.fleet.verify import SHARING_SOFT_FIELDS, SOFT_CONFIG_FIELDS, ProgressCallback, record_configs, wait_ready
 from fleetgen.models import resolve_model
 
 
@@ -57,6 +58,8 @@ async def up(config: FleetConfig, *, on_progress: ProgressCallback | None = None
     )
     write_state(state_dir, state)  # so `down` finds what was started even if `up` is killed while waiting
     waves = [specs[:1], specs[1:]] if warm_first(config, specs) else [specs]
+    # Replicas sharing a GPU start one after another: each sizes its memory from what is free.
+    waves = [[w[p] for p in pos] for w in waves for pos in sharing_waves([s.gpu_slot for s in w])]
     started: list[StartedReplica] = []
     configs: list[dict[str, object]] = []
     try:
@@ -68,7 +71,9 @@ async def up(config: FleetConfig, *, on_progress: ProgressCallback | None = None
             configs += await asyncio.gather(
                 *(wait_ready(engine, s.replica, s.gone, config, specs[0].api_key, on_progress, follower=s.log) for s in batch)
             )
-        record_configs([s.replica for s in started], configs)
+        sharing = any(s.gpu_sharers > 1 for s in specs)
+        soft = SOFT_CONFIG_FIELDS | SHARING_SOFT_FIELDS if sharing else SOFT_CONFIG_FIELDS
+        record_configs([s.replica for s in started], configs, soft)  # in start order, as the configs came
         state.model = started[0].replica.model
         write_state(state_dir, state)
         return state

@@ -31,7 +31,8 @@ class LocalBackend:
             raise ConfigError(f"--gpus {config.gpus} but no GPU is visible", hint="use --gpus none for the CPU engine")
         replicas = count or config.replicas
         if available:
-            return [Devices(gpus=g) for g in gpu_groups(config.gpus, config.tp, replicas, available)]
+            groups = gpu_groups(config.gpus, config.tp, replicas, available, config.replicas_per_gpu)
+            return [Devices(gpus=g) for g in groups]
         if config.engine != "vllm":
             raise ConfigError(
                 f"engine {config.engine!r} needs a GPU and none is visible",

@@ -53,6 +53,8 @@ def replica_specs(
             api_key=key,
             extra_args=tuple(extra_args),
             cache_dir=engine_cache_dir(config.engine, i),
+            gpu_sharers=groups.count(groups[i]) if groups[i] else 1,
+            gpu_slot=groups[:i].count(groups[i]) if groups[i] else 0,
         )
         for i in range(len(groups))
     ]

@@ -27,6 +27,8 @@ from fleetgen.fleet.state import ReplicaState
 
 # Fields whose values legitimately differ across healthy replicas (free memory differs per GPU).
 SOFT_CONFIG_FIELDS = frozenset({"cache.num_gpu_blocks", "max_total_num_tokens"})
+# Differ by design where replicas share a GPU: each is given its own memory share (replicas_per_gpu).
+SHARING_SOFT_FIELDS = frozenset({"mem_fraction_static", "cache.gpu_memory_utilization"})
 
 
 @dataclass
@@ -120,9 +122,11 @@ def _hint_from_tail(engine: Engine, follower: LogFollower) -> str:
     return "read the log lines above"
 
 
-def record_configs(replicas: list[ReplicaState], configs: list[dict[str, object]]) -> None:
+def record_configs(
+    replicas: list[ReplicaState], configs: list[dict[str, object]], soft_fields: frozenset[str] = SOFT_CONFIG_FIELDS
+) -> None:
     """Refuse replicas that report different configurations; store each one's on its state."""
-    hard, soft = probe.compare_configs(configs, SOFT_CONFIG_FIELDS)
+    hard, soft = probe.compare_configs(configs, soft_fields)
     if hard:
         raise ConfigMismatchError(
             "replicas report different configurations: " + "; ".join(hard),

@@ -15,6 +15,7 @@ import orjson
 
 from fleetgen.errors import FleetgenError
 from fleetgen.fleet.probe import auth_headers
+from fleetgen.generate.token_ids import TurnIds, read_ids
 
 
 class TransientError(FleetgenError):
@@ -50,6 +51,7 @@ class ChatAnswer:
     prompt_tokens: int
     completion_tokens: int
     model: str | None
+    token_ids: TurnIds | None = None  # what the server was fed and sampled, if it said
 
 
 def backoff_delay(attempt: int, base_s: float, cap_s: float, rng: random.Random) -> float:
@@ -101,6 +103,7 @@ async def chat(session: aiohttp.ClientSession, endpoint: str, body: dict[str, An
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
             model=payload.get("model"),
+            token_ids=read_ids(payload, choice),
         )
     except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, ValueError):
         raise TransientError(f"answer is not a chat completion: {raw[:200]!r}") from None

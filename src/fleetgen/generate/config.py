@@ -52,6 +52,11 @@ class GenerateConfig(StrictModel):
     context_length: int | None = Field(
         None, ge=16, description="Context limit for retry-longer; default: what the server reports (max_model_len)."
     )
+    token_ids: bool = Field(
+        True,
+        description="Ask servers for the token ids they were fed and sampled (return_token_ids) and keep them "
+        "with each turn; turn off only for endpoints that refuse unknown request fields.",
+    )
     retry_errors: bool = Field(False, description="Re-attempt rows recorded in errors.jsonl by an earlier run.")
     force: bool = Field(False, description="Resume into an output directory even if the job identity differs.")
     dispatch: DispatchPolicy = Field(

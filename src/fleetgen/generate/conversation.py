@@ -14,6 +14,8 @@ from fleetgen.generate.config import GenerateConfig
 from fleetgen.generate.dispatcher import Dispatcher, Replica
 from fleetgen.generate.outcomes import Completed, Failed, Outcome
 from fleetgen.generate.records import PromptRecord
+from fleetgen.generate.token_ids import REQUEST_FIELDS as TOKEN_ID_FIELDS
+from fleetgen.generate.token_ids import TurnIdsLog
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
@@ -59,6 +61,7 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
     replicas: list[str] = []
     prompt_tokens = completion_tokens = 0
     truncated = False
+    ids = TurnIdsLog()
     t0 = time.time()
     steps: list[dict[str, Any] | None] = list(prompt.messages)
     if prompt.messages[-1]["role"] != "assistant":
@@ -77,6 +80,7 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
         prompt_tokens += answer.prompt_tokens
         completion_tokens += answer.completion_tokens
         finish.append(answer.finish_reason)
+        ids.add(answer.token_ids)
         replicas.append(replica.endpoint)
         if cut:
             if cfg.truncation == "drop":
@@ -103,10 +107,13 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
             "model": s.model,
             "sampling": {**cfg.sampling(), "seed": derived_seed(cfg.seed, prompt.id, sample, 0)},
             "timing": {"started_at": round(t0, 3), "latency_s": round(time.time() - t0, 3)},
+            **({"token_ids": ids.record()} if cfg.token_ids else {}),
         },
         truncated=truncated,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
+        turns_with_ids=ids.with_ids if cfg.token_ids else 0,
+        turns_without_ids=ids.without_ids if cfg.token_ids else 0,
     )
 
 
@@ -192,6 +199,8 @@ def _body(
     if prompt.tools:
         body["tools"] = prompt.tools
         body["tool_choice"] = s.tool_choice
+    if cfg.token_ids:
+        body.update(TOKEN_ID_FIELDS)
     if cfg.reasoning == "off":
         body["chat_template_kwargs"] = {"enable_thinking": False}
     return body

@@ -21,6 +21,8 @@ class Completed:
     truncated: bool
     prompt_tokens: int
     completion_tokens: int
+    turns_with_ids: int = 0  # regenerated turns whose server returned the token ids it was fed and sampled
+    turns_without_ids: int = 0  # ... and those it did not (asked, but none came back)
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,8 @@ def record(outcome: Outcome, batch: Batch, done: DoneSet, stats: Stats) -> None:
             stats.truncated += outcome.truncated
             stats.prompt_tokens += outcome.prompt_tokens
             stats.completion_tokens += outcome.completion_tokens
+            stats.turns_with_ids += outcome.turns_with_ids
+            stats.turns_without_ids += outcome.turns_without_ids
         case Failed(sample=None):
             if outcome.line is not None:
                 if outcome.line in done.bad_lines:

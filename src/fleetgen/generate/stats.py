@@ -43,6 +43,8 @@ class Stats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     duplicates_dropped: int = 0
+    turns_with_ids: int = 0
+    turns_without_ids: int = 0
     started: float = field(default=0.0)
     finished: float | None = None
     interrupted: bool = False
@@ -78,6 +80,8 @@ class Stats:
                 "truncated": self.truncated,
             },
             "tokens": {"prompt": self.prompt_tokens, "completion": self.completion_tokens},
+            # Regenerated turns of this run's results with and without the server's token ids.
+            "token_ids": {"turns_with": self.turns_with_ids, "turns_without": self.turns_without_ids},
             "wall_s": round(e, 3),
             "output_tokens_per_s": round(self.output_tokens_per_s, 2),
             "interrupted": self.interrupted,

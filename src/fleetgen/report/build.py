@@ -27,6 +27,9 @@ def _counter(run: Run, tokenizer: str | None) -> tuple[Callable[[str], int], str
     return len, "characters"
 
 
+FIDELITY_TURNS = 5000  # turns a report re-encodes to show the run's own text round-trip mismatch
+
+
 def _pct(p: float) -> str:
     return f"{p:.1f}%"
 
@@ -76,6 +79,8 @@ def build_report(
     total = sum(fr.values()) or 1
     doc.table(["finish_reason", "turns", "share"], [[k, v, _pct(100 * v / total)] for k, v in fr.most_common()])
 
+    _token_ids(doc, run, tokenizer)
+
     doc.heading("Errors")
     if run.errors:
         doc.image(plots.error_reasons(run, dest / "error_reasons.png").name, "error reasons")
@@ -109,6 +114,41 @@ def _overview(doc: Document, run: Run) -> None:
         rows.append(["prompt set", f"{prompts.get('rows')} rows, sha256 {str(prompts.get('sha256'))[:12]}…"])
     if run.corrupt_lines:
         rows.append(["corrupt result lines skipped", run.corrupt_lines])
+    doc.table(["", "value"], rows)
+
+
+def _token_ids(doc: Document, run: Run, tokenizer: str | None) -> None:
+    """Turns with and without the server's token ids, and how often re-encoding their text would differ."""
+    from fleetgen.export.fidelity import Mismatch, record_mismatch
+    from fleetgen.export.results import iter_results
+
+    doc.heading("Token ids")
+    with_ids = sum(r.turns_with_ids for r in run.rows)
+    without = sum(r.turns_without_ids for r in run.rows)
+    rows: list[list[object]] = [
+        ["regenerated turns with the server's token ids", with_ids],
+        ["turns without (the tokens export re-tokenizes their rows)", without],
+    ]
+    m = Mismatch()
+    name = tokenizer or run.model
+    if with_ids and name:
+        try:
+            from fleetgen.export.formats.tokens import load_tokenizer
+
+            tok = load_tokenizer(name)
+        except Exception:  # no local tokenizer: the counts above still stand
+            tok = None
+        if tok is not None:
+            for rec in iter_results(run.outdir):
+                m.add(record_mismatch(rec, tok))
+                if m.turns >= FIDELITY_TURNS:
+                    break
+    if m.turns:
+        rows.append([f"turns whose decoded text re-encodes to other ids (first {m.turns} turns with ids)",
+                     f"{m.turns_differing} ({_pct(100 * m.turn_share)})"])
+        rows.append(["sampled tokens a re-encoding would change", f"{m.tokens_affected} of {m.tokens} ({m.token_share:.2%})"])
+    doc.text("Ids are what the server was fed and sampled (before reasoning and tool-call parsing); token exports use "
+             "them as they are. A text round trip re-encodes to the canonical tokenization, which is not always the one sampled.")
     doc.table(["", "value"], rows)
 
 

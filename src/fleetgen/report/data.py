@@ -27,6 +27,8 @@ class Row:
     ended_at: float | None
     reasoning_text: str
     answer_text: str
+    turns_with_ids: int = 0  # regenerated turns that carry the server's token ids
+    turns_without_ids: int = 0
 
 
 @dataclass
@@ -71,6 +73,8 @@ def load_run(outdir: Path, mix_report: Path | None = None) -> Run:
         start, lat = timing.get("started_at"), timing.get("latency_s")
         assistants = [m for m in rec["messages"] if m.get("role") == "assistant"]
         run.model = run.model or rec.get("model")
+        id_turns = (rec.get("token_ids") or {}).get("turns") if isinstance(rec.get("token_ids"), dict) else None
+        with_ids = sum(t is not None for t in id_turns) if id_turns is not None else 0
         run.rows.append(
             Row(
                 id=str(rec["id"]),
@@ -84,6 +88,8 @@ def load_run(outdir: Path, mix_report: Path | None = None) -> Run:
                 ended_at=(start + lat) if start is not None and lat is not None else None,
                 reasoning_text="".join(m.get("reasoning_content") or "" for m in assistants),
                 answer_text="".join(m.get("content") or "" for m in assistants),
+                turns_with_ids=with_ids,
+                turns_without_ids=len(assistants) - with_ids,
             )
         )
     run.corrupt_lines = counts.corrupt_lines

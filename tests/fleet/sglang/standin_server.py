@@ -105,8 +105,11 @@ def build_app(a: argparse.Namespace) -> web.Application:
         return web.json_response({
             **server_args,
             "max_total_num_tokens": a.standin_max_total_num_tokens, "max_req_input_len": (a.context_length or 8192) - 5,
-            "internal_states": [{"last_gen_throughput": 0.0, "memory_usage": {"weight": 51.2, "kvcache": 60.1}}],
-            "version": "0.5.12",
+            # Shape as the H200 served it (fixtures/h200-get_server_info.json).
+            "internal_states": [{"last_gen_throughput": 0.0, "effective_max_running_requests_per_dp": a.max_running_requests or 4096,
+                                 "memory_usage": {"weight": 51.2, "kvcache": 60.1, "token_capacity": a.standin_max_total_num_tokens,
+                                                  "graph": 0.49}}],
+            "version": "0.5.12", "status": "ready",
         })
 
     async def loads(_request):
@@ -122,7 +125,7 @@ def build_app(a: argparse.Namespace) -> web.Application:
         })
 
     async def get_load(_request):
-        return web.json_response([{"dp_rank": 0, "num_reqs": 5, "num_waiting_reqs": 2, "num_tokens": 5000,
+        return web.json_response([{"dp_rank": None, "num_reqs": 5, "num_waiting_reqs": 2, "num_tokens": 5000,
                                    "num_pending_tokens": 1000, "ts_tic": time.perf_counter()}])
 
     async def generate(request):
@@ -160,7 +163,7 @@ def build_app(a: argparse.Namespace) -> web.Application:
         })
 
     async def metrics(_request):
-        labels = f'model_name="{served}",engine_type="unified",tp_rank="0",pp_rank="0"'
+        labels = f'engine_type="unified",model_name="{served}",moe_ep_rank="0",pp_rank="0",tp_rank="0"'
         return web.Response(text="\n".join([
             "# HELP sglang:num_running_reqs The number of running requests.",
             "# TYPE sglang:num_running_reqs gauge",

@@ -1,6 +1,6 @@
 """Every sglang command line fleetgen builds parses with SGLang 0.5.12's own argument parser.
 
-The parser runs in .venv-sglang (scripts/setup-sglang.sh) through scripts/sglang_flags.py; all
+The parser runs in .venv-sglang (scripts/setup-sglang.sh) through src/fleetgen/fleet/engines/sglang_flags.py; all
 command lines of the session are checked in one call (importing sglang takes ~10 s of CPU).
 """
 
@@ -14,7 +14,7 @@ from fleetgen.errors import EngineError
 from fleetgen.fleet.config import FleetConfig
 from fleetgen.fleet.devices import GpuInfo
 from fleetgen.fleet.engines import ReplicaSpec, get_engine
-from fleetgen.fleet.engines.sglang import flag_notes, version_tuple
+from fleetgen.fleet.engines.sglang_versions import flag_notes, version_tuple
 from fleetgen.fleet.engines.sglang_validate import (
     DEFAULT_PYTHON, Verdicts, check_command_lines, raise_for_rejected, sglang_python, validate_command_lines,
 )
@@ -200,9 +200,11 @@ def test_replica_isolation_env():
     env0 = eng.environment(spec(gpus=(0, 1), cache_dir=Path("/c/sglang-replica-0")))
     env1 = eng.environment(spec(index=1, gpus=(2, 3), cache_dir=Path("/c/sglang-replica-1")))
     assert env0["CUDA_VISIBLE_DEVICES"] == "0,1" and env1["CUDA_VISIBLE_DEVICES"] == "2,3"
-    for key in ("FLASHINFER_WORKSPACE_BASE", "TVM_FFI_CACHE_DIR", "SGLANG_DG_CACHE_DIR"):
+    for key in ("TVM_FFI_CACHE_DIR", "SGLANG_DG_CACHE_DIR"):
         assert env0[key] != env1[key]
         assert env0[key].startswith("/c/sglang-replica-0/")
+    # flashinfer's workspace holds absolute paths (a copy rebuilds everything) and locks each build: shared.
+    assert env0["FLASHINFER_WORKSPACE_BASE"] == env1["FLASHINFER_WORKSPACE_BASE"] == "/c/sglang-shared/flashinfer"
 
 
 def test_default_python_location_is_the_repo_venv():

@@ -1,4 +1,10 @@
-"""Token-exact rows: input_ids and loss_mask built with the target's own tokenizer and chat template.
+"""Token rows: input_ids and loss_mask from the ids the server sampled, else from the target's chat template.
+
+A record whose every regenerated turn carries the server's token ids becomes rows of exactly those
+ids (formats/token_rows.py): nothing is re-encoded. The rest of this module is the fallback for
+records without them (older engines, external endpoints, --no-token-ids, reasoning dropped),
+counted per reason in the export summary as re-tokenized: it re-renders the text, and a decoded
+text re-encodes to the canonical tokenization, not necessarily to the tokens the target sampled.
 
 How the mask is found, for any template: for assistant turn i the template renders the history
 with a generation prompt (what the server saw before it answered) and then the history with the
@@ -22,13 +28,16 @@ regenerated message. Any failure rejects the whole conversation.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 from fleetgen.errors import ConfigError, InputError
 from fleetgen.export.config import ExportConfig
 from fleetgen.export.formats.base import Format, Row, RowRejected, clean_message
+from fleetgen.export.formats.token_rows import IdRow, chained_rows, think_close_id
 from fleetgen.export.results import row_id
+from fleetgen.generate.token_ids import TurnIds, recorded_turns
 
 THINK_CLOSE = "</think>"
 
@@ -81,6 +90,9 @@ class TokensFormat(Format):
         self.tok = tokenizer
         self.chat_template = chat_template
         self.eot = tokenizer.eos_token or ""
+        self.think_close = think_close_id(tokenizer)
+        self.from_ids = 0  # records whose rows are the server's ids
+        self.retokenized: Counter = Counter()  # records that took the text path, by why
 
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, gen: bool) -> str:
         try:
@@ -145,7 +157,66 @@ class TokensFormat(Format):
             raise RowRejected("assistant content is not in its rendered turn")
         return start, end
 
+    def recorded(self, rec: dict[str, Any]) -> list[TurnIds] | str:
+        """The record's ids for every regenerated turn, or why its rows must be re-tokenized instead."""
+        try:
+            turns = recorded_turns(rec)
+        except (ValueError, TypeError, KeyError):
+            return "token ids unreadable"
+        if turns is None:
+            return "no token ids recorded"
+        if any(t is None for t in turns):
+            return "a turn without token ids"
+        assistants = [m for m in rec["messages"] if m.get("role") == "assistant"]
+        if len(turns) != len(assistants):
+            return "token ids do not match the assistant turns"
+        if self._reasoning_removed(rec, assistants, turns):
+            return "reasoning dropped (the ids hold the sampled reasoning)"
+        if self.config.reasoning == "context" and self.think_close is None and any(m.get("reasoning_content") for m in assistants):
+            return f"reasoning context: {THINK_CLOSE} is not one token"
+        return turns  # type: ignore[return-value]
+
+    def _reasoning_removed(self, rec: dict[str, Any], assistants: list[dict[str, Any]], turns: list[Any]) -> bool:
+        """The rows must lack reasoning the ids hold: `--reasoning drop`, or a run that stripped it (`reasoning: strip`)."""
+        stripped = (rec.get("sampling") or {}).get("reasoning") == "strip"
+        if self.config.reasoning != "drop" and not stripped:
+            return False
+        if any(m.get("reasoning_content") for m in assistants):
+            return True
+        if self.think_close is None:
+            return stripped  # a stripped run may have sampled reasoning this tokenizer cannot find in the ids
+        return any(self.think_close in t.completion for t in turns)
+
     def convert(self, rec: dict[str, Any]) -> list[Row]:
+        turns = self.recorded(rec)
+        if not isinstance(turns, str):
+            rows = self.id_rows(rec, turns)
+            self.from_ids += 1
+            return rows
+        rows = self.text_rows(rec)
+        self.retokenized[turns] += 1
+        return rows
+
+    def id_rows(self, rec: dict[str, Any], turns: list[TurnIds]) -> list[Row]:
+        """Rows of the sampled ids: supervised ids are the completions, context ids the prompts (no re-encoding)."""
+        close = self.think_close if self.config.reasoning == "context" else None
+        chained = chained_rows(turns, close)
+        for r in chained:
+            if self.config.max_length and len(r.input_ids) > self.config.max_length:
+                raise RowRejected(f"longer than max_length {self.config.max_length}")
+        return [self._row(rec, r, len(chained)) for r in chained]
+
+    def _row(self, rec: dict[str, Any], r: IdRow, n: int) -> Row:
+        return {
+            "id": row_id(rec) if n == 1 else f"{row_id(rec)}/turn{r.last_turn}",
+            "prompt_id": str(rec["id"]),
+            "sample": int(rec.get("sample") or 0),
+            "input_ids": r.input_ids,
+            "loss_mask": r.loss_mask,
+        }
+
+    def text_rows(self, rec: dict[str, Any]) -> list[Row]:
+        """The fallback: rows from the re-rendered, re-encoded text, checked by a round trip."""
         messages = [clean_message(m, self.config.reasoning) for m in rec["messages"]]
         pieces = self.pieces(messages, rec.get("tools"))
         rows = []

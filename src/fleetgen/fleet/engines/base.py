@@ -44,6 +44,9 @@ class ReplicaSpec:
     api_key: str | None = None
     extra_args: tuple[str, ...] = ()
     cache_dir: Path | None = None
+    # Replicas sharing this replica's GPU group, and this one's place among them (0 starts first).
+    gpu_sharers: int = 1
+    gpu_slot: int = 0
 
     @property
     def on_gpu(self) -> bool:
@@ -117,6 +120,31 @@ class Engine(ABC):
     @abstractmethod
     def effective_config(self, answers: dict[str, object]) -> dict[str, object]:
         """Flatten the answers of `config_endpoints` into fields compared across replicas."""
+
+
+def flag_value(args: list[str] | tuple[str, ...], flag: str) -> str | None:
+    """The last value given for `flag` (`--f v` or `--f=v`) in `args`, else None."""
+    value = None
+    for i, a in enumerate(args):
+        if a == flag and i + 1 < len(args):
+            value = args[i + 1]
+        elif a.startswith(flag + "="):
+            value = a.split("=", 1)[1]
+    return value
+
+
+def without_flag(args: list[str] | tuple[str, ...], flag: str) -> list[str]:
+    """`args` with every `--f v` / `--f=v` of `flag` removed."""
+    out: list[str] = []
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+        elif a == flag:
+            skip = True
+        elif not a.startswith(flag + "="):
+            out.append(a)
+    return out
 
 
 def parse_prometheus(text: str) -> dict[str, float]:

@@ -10,16 +10,22 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 
 from fleetgen.errors import EngineError
-from fleetgen.fleet.engines.base import Engine, FatalPattern, Metrics, Phase, ReplicaSpec, parse_prometheus
+from fleetgen.fleet.engines.base import (
+    Engine, FatalPattern, Metrics, Phase, ReplicaSpec, flag_value, parse_prometheus, without_flag,
+)
+from fleetgen.fleet.engines.sglang_validate import validate_command_lines
 
 _P = re.compile
 
 # SGLang picks a free NCCL port by binding port 0 and releasing it (PortArgs.init_new); eight
 # replicas starting together can be handed the same one. Replica i gets port_base + i + this.
 NCCL_PORT_OFFSET = 1000
+
+# Static memory (weights + KV pool) of all replicas sharing one GPU together, as a fraction of the
+# GPU, where engine_args give no --mem-fraction-static (then that value is the budget).
+SHARED_GPU_BUDGET = 0.8
 
 # Fields of /server_info compared across replicas. /server_info is `dataclasses.asdict(server_args)`
 # plus the scheduler's info, so it also holds `api_key`: only these named fields are ever kept.
@@ -34,61 +40,14 @@ CONFIG_FIELDS = (
 )
 
 
-@dataclass(frozen=True)
-class FlagHistory:
-    """A flag that exists in some SGLang versions only; checked against the target's version."""
+def shared_fraction(budget: float, slot: int, sharers: int) -> float:
+    """The fraction of the memory free at its start that replica `slot` of `sharers` on one GPU takes.
 
-    flag: str
-    seen_in: str  # a version whose parser has it
-    absent_in: str | None = None  # an older version whose parser lacks it
-    deprecated_in: str | None = None  # a version whose parser keeps it only as a no-op
-    replacement: str | None = None
-
-
-# Each entry was read from the named versions' sglang/srt/server_args.py.
-FLAG_HISTORY: tuple[FlagHistory, ...] = (
-    FlagHistory("--mamba-scheduler-strategy", seen_in="0.5.12", absent_in="0.5.6"),
-    FlagHistory("--disable-piecewise-cuda-graph", seen_in="0.5.12", absent_in="0.5.6"),
-    FlagHistory("--enforce-piecewise-cuda-graph", seen_in="0.5.12", absent_in="0.5.6"),
-    FlagHistory(
-        "--enable-piecewise-cuda-graph", seen_in="0.5.6", deprecated_in="0.5.12",
-        replacement="nothing: piecewise CUDA graphs are on by default (--disable-piecewise-cuda-graph turns them off)",
-    ),
-    FlagHistory(
-        "--hybrid-kvcache-ratio", seen_in="0.5.6", deprecated_in="0.5.12", replacement="--swa-full-tokens-ratio"
-    ),
-    FlagHistory(
-        "--collect-tokens-histogram", seen_in="0.5.6", deprecated_in="0.5.12",
-        replacement="nothing: --enable-metrics collects token histograms",
-    ),
-)
-
-
-def version_tuple(version: str) -> tuple[int, ...]:
-    """'0.5.12.post1' -> (0, 5, 12); non-numeric parts end the tuple."""
-    parts: list[int] = []
-    for piece in version.split("."):
-        m = re.match(r"\d+", piece)
-        if not m:
-            break
-        parts.append(int(m.group()))
-        if m.group() != piece:
-            break
-    return tuple(parts)
-
-
-def flag_notes(args: list[str], version: str) -> list[str]:
-    """Why flags in `args` do not fit SGLang `version`: one sentence per flag, empty when all fit."""
-    v = version_tuple(version)
-    notes = []
-    for h in FLAG_HISTORY:
-        if not any(a == h.flag or a.startswith(h.flag + "=") for a in args):
-            continue
-        if h.absent_in and v and v <= version_tuple(h.absent_in):
-            notes.append(f"{h.flag} is not in sglang {version} (absent in {h.absent_in}, present in {h.seen_in})")
-        elif h.deprecated_in and v and v >= version_tuple(h.deprecated_in):
-            notes.append(f"{h.flag} is deprecated in sglang {h.deprecated_in} (a no-op); use {h.replacement}")
-    return notes
+    Each of the `sharers` gets `budget / sharers` of the whole GPU. The replicas before it hold
+    `slot` such shares when it starts, so its share of what is still free is larger.
+    """
+    each = budget / sharers
+    return round(min(0.95, each / (1 - slot * each)), 3)
 
 
 class SglangEngine(Engine):
@@ -166,19 +125,31 @@ class SglangEngine(Engine):
             args += ["--api-key", spec.api_key]
         if "--enable-metrics" not in passed:
             args += ["--enable-metrics"]
-        return args + list(spec.extra_args)
+        extra = list(spec.extra_args)
+        if spec.on_gpu and spec.gpu_sharers > 1:
+            # --mem-fraction-static is a share of the memory free before the weights load, so the
+            # replicas of one GPU get rising shares of what the ones before them left free.
+            given = flag_value(extra, "--mem-fraction-static")
+            budget = float(given) if given is not None else SHARED_GPU_BUDGET
+            extra = without_flag(extra, "--mem-fraction-static")
+            fraction = shared_fraction(budget, spec.gpu_slot, spec.gpu_sharers)
+            args += ["--mem-fraction-static", str(fraction)]
+        return args + extra
 
     def validate_commands(self, argvs: list[list[str]], python: str) -> None:
         """SGLang's own parser judges every command line: FLEETGEN_SGLANG_PYTHON's, else the launch python's."""
-        from fleetgen.fleet.engines.sglang_validate import validate_command_lines
-
         validate_command_lines(argvs, os.environ.get("FLEETGEN_SGLANG_PYTHON") or python)
 
     def environment(self, spec: ReplicaSpec) -> dict[str, str]:
         env = super().environment(spec)
         if spec.cache_dir is not None:
+            # flashinfer's JIT cannot be seeded by copying: its build.ninja names absolute paths and
+            # .ninja_log is keyed by them, so a workspace copied elsewhere rebuilds every kernel (the
+            # H200's replica 1, seeded so, was still in its first-batch JIT after 60 s; replica 0 took
+            # 75 s). flashinfer 0.6 locks each kernel's build
+            # and load in the workspace (jit/core.py `build_and_load`): the replicas of a host share one.
+            env["FLASHINFER_WORKSPACE_BASE"] = str(spec.cache_dir.parent / f"{self.name}-shared" / "flashinfer")
             # JIT caches that replicas compiling at once race on; each replica slot gets its own.
-            env["FLASHINFER_WORKSPACE_BASE"] = str(spec.cache_dir / "flashinfer")  # flashinfer/jit/env.py
             env["TVM_FFI_CACHE_DIR"] = str(spec.cache_dir / "tvm-ffi")  # tvm_ffi/cpp/extension.py
             env["SGLANG_DG_CACHE_DIR"] = str(spec.cache_dir / "deep_gemm")  # sglang/srt/environ.py
         return env

