@@ -13,6 +13,7 @@ fleetgen's overhead per request = its CPU time per request minus the bare loop's
 a real engine is that overhead over the request's duration there (see BENCHMARKS.md).
 
 Usage: .venv/bin/python bench/client_overhead.py [--rows 20000] [--repeats 3] [--out bench/results/client_overhead.json]
+       add --metrics for a third arm: generate with its Prometheus port open and scraped every --scrape-every s.
 """
 
 from __future__ import annotations
@@ -88,26 +89,49 @@ async def _bare(prompts: Path, endpoints: list[str], window: int) -> dict:
     return {"completed": len(latencies), "wall_s": wall, "latencies": latencies}
 
 
-def _fleetgen(prompts: Path, endpoints: list[str], window: int) -> dict:
+def _fleetgen(prompts: Path, endpoints: list[str], window: int, scrape_every_s: float | None = None) -> dict:
+    """generate() as users run it; with `scrape_every_s`, its metrics port open and scraped that often meanwhile."""
+    import threading
+
     from fleetgen.generate import GenerateConfig, generate
+    from fleetgen.generate import run as generate_run
+    from fleetgen.metrics import MetricsServer
 
     with tempfile.TemporaryDirectory() as d:
         cfg = GenerateConfig(prompts=prompts, output_dir=Path(d), endpoints=endpoints, model="null", max_tokens=MAX_TOKENS,
                              concurrency=window)
+        scrapes = []
         t0 = time.monotonic()
-        stats = generate(cfg, handle_signals=False)
+        if scrape_every_s is None:
+            stats = generate(cfg, handle_signals=False)
+        else:
+            with MetricsServer() as server:  # the same server and collectors `--metrics-port` opens
+                done = threading.Event()
+
+                def scraper() -> None:  # a Prometheus stand-in in this process: its CPU counts against the arm
+                    while not done.wait(scrape_every_s):
+                        scrapes.append(len(_get(server.url)))
+
+                t = threading.Thread(target=scraper, daemon=True)
+                t.start()
+                stats = asyncio.run(generate_run(cfg, handle_signals=False, metrics=server))
+                done.set()
+                t.join()
         wall = time.monotonic() - t0
         latencies = [orjson.loads(line)["timing"]["latency_s"] for line in open(Path(d) / "results.jsonl", "rb")]
-    return {"completed": stats.ok, "wall_s": wall, "latencies": latencies}
+    return {"completed": stats.ok, "wall_s": wall, "latencies": latencies, "scrapes": len(scrapes)}
 
 
-def child(arm: str, prompts: Path, endpoints: list[str], window: int) -> None:
+def child(arm: str, prompts: Path, endpoints: list[str], window: int, scrape_every_s: float) -> None:
     import aiohttp  # noqa: F401  imports are not the clients' work: load them before the clock starts
 
     import fleetgen.generate  # noqa: F401
 
     r0 = resource.getrusage(resource.RUSAGE_SELF)
-    out = asyncio.run(_bare(prompts, endpoints, window)) if arm == "bare" else _fleetgen(prompts, endpoints, window)
+    if arm == "bare":
+        out = asyncio.run(_bare(prompts, endpoints, window))
+    else:
+        out = _fleetgen(prompts, endpoints, window, scrape_every_s if arm == "fleetgen-metrics" else None)
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     lat = out.pop("latencies")
     out["cpu_s"] = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
@@ -119,11 +143,11 @@ def child(arm: str, prompts: Path, endpoints: list[str], window: int) -> None:
 # --- the parent: server, arms, table --------------------------------------------------------------
 
 
-def _run_arm(arm: str, prompts: Path, ports: list[int], window: int, core: int) -> dict:
+def _run_arm(arm: str, prompts: Path, ports: list[int], window: int, core: int, scrape_every_s: float = 1.0) -> dict:
     endpoints = [f"http://127.0.0.1:{p}" for p in ports]
     _get(f"http://127.0.0.1:{ports[0]}/_arrivals")  # clear
     cmd = ["taskset", "-c", str(core), sys.executable, __file__, "--child", arm, "--prompts", str(prompts),
-           "--window", str(window), "--endpoints", *endpoints]
+           "--window", str(window), "--scrape-every", str(scrape_every_s), "--endpoints", *endpoints]
     res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
     arrivals = orjson.loads(_get(f"http://127.0.0.1:{ports[0]}/_arrivals"))
     gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
@@ -135,7 +159,7 @@ def _run_arm(arm: str, prompts: Path, ports: list[int], window: int, core: int) 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--child", choices=["bare", "fleetgen"])
+    ap.add_argument("--child", choices=["bare", "fleetgen", "fleetgen-metrics"])
     ap.add_argument("--prompts", type=Path)
     ap.add_argument("--endpoints", nargs="+")
     ap.add_argument("--rows", type=int, default=20000)
@@ -146,14 +170,18 @@ def main() -> None:
     ap.add_argument("--client-core", type=int, default=0)
     ap.add_argument("--server-core", type=int, default=1)
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/client_overhead.json")
+    ap.add_argument("--metrics", action="store_true",
+                    help="add the arm fleetgen-metrics: generate with its metrics port open and scraped every --scrape-every s")
+    ap.add_argument("--scrape-every", type=float, default=1.0)
     args = ap.parse_args()
     if args.child:
-        return child(args.child, args.prompts, args.endpoints, args.window)
+        return child(args.child, args.prompts, args.endpoints, args.window, args.scrape_every)
+    arms = ["bare", "fleetgen"] + (["fleetgen-metrics"] if args.metrics else [])
 
     ports = [_free_port() for _ in range(args.replicas)]
     server = subprocess.Popen(["taskset", "-c", str(args.server_core), sys.executable, str(ROOT / "bench/null_server.py"),
                                "--ports", *map(str, ports)])
-    runs: dict[str, dict[str, list[dict]]] = {"throughput": {"bare": [], "fleetgen": []}, "cycle": {"bare": [], "fleetgen": []}}
+    runs: dict[str, dict[str, list[dict]]] = {mode: {arm: [] for arm in arms} for mode in ("throughput", "cycle")}
     try:
         for _ in range(100):
             try:
@@ -166,10 +194,10 @@ def main() -> None:
             _prompts(big, args.rows)
             _prompts(small, args.cycle_rows)
             for i in range(args.repeats):
-                order = ["bare", "fleetgen"] if i % 2 == 0 else ["fleetgen", "bare"]
+                order = arms if i % 2 == 0 else arms[::-1]
                 for arm in order:
-                    runs["throughput"][arm].append(_run_arm(arm, big, ports, args.window, args.client_core))
-                    runs["cycle"][arm].append(_run_arm(arm, small, ports[:1], 1, args.client_core))
+                    runs["throughput"][arm].append(_run_arm(arm, big, ports, args.window, args.client_core, args.scrape_every))
+                    runs["cycle"][arm].append(_run_arm(arm, small, ports[:1], 1, args.client_core, args.scrape_every))
                     print(f"repeat {i + 1} {arm}: {runs['throughput'][arm][-1]['req_per_s']:.0f} req/s, "
                           f"cycle p50 {runs['cycle'][arm][-1]['cycle_p50_us']:.0f} us", file=sys.stderr)
     finally:
@@ -197,6 +225,20 @@ def main() -> None:
     print(f"fleetgen's added CPU per request: {added:.0f} us; added cycle at 1 in flight: "
           f"p50 {c['fleetgen']['cycle_p50_us'] - c['bare']['cycle_p50_us']:.0f} us, "
           f"p99 {c['fleetgen']['cycle_p99_us'] - c['bare']['cycle_p99_us']:.0f} us")
+    if args.metrics:
+        m, cm = t["fleetgen-metrics"], c["fleetgen-metrics"]
+        print(f"\nmetrics on (port open, scraped every {args.scrape_every:g} s: {m['scrapes']:.0f} scrapes) vs off")
+        print(f"{'':34}{'metrics off':>14}{'metrics on':>12}{'on/off':>15}")
+        for label, key, fmt in [
+            (f"req/s at {args.replicas}x{args.window} in flight", "req_per_s", "{:.0f}"),
+            ("CPU us per request", "cpu_us_per_req", "{:.1f}"),
+            ("latency p50 ms (at that load)", "p50_ms", "{:.1f}"),
+            ("latency p99 ms (at that load)", "p99_ms", "{:.1f}"),
+        ]:
+            print(f"{label:34}{fmt.format(f[key]):>14}{fmt.format(m[key]):>12}{m[key] / f[key]:>15.3f}")
+        for label, key in [("cycle p50 us (1 in flight)", "cycle_p50_us"), ("cycle p99 us (1 in flight)", "cycle_p99_us")]:
+            print(f"{label:34}{c['fleetgen'][key]:>14.0f}{cm[key]:>12.0f}{cm[key] / c['fleetgen'][key]:>15.3f}")
+        print(f"metrics' added CPU per request: {m['cpu_us_per_req'] - f['cpu_us_per_req']:.1f} us")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from real_fleet import free_port_base  # noqa: E402
 
 from fleetgen.fleet import read_state  # noqa: E402
-from fleetgen.fleet.engines.base import parse_prometheus  # noqa: E402
+from fleetgen.fleet.engines.base import metric_totals  # noqa: E402
 from fleetgen.generate import GenerateConfig, run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,7 +107,7 @@ async def prefix_counters(endpoints: list[str]) -> tuple[float, float]:
     async with aiohttp.ClientSession() as http:
         for e in endpoints:
             async with http.get(e + "/metrics") as r:
-                m = parse_prometheus(await r.text())
+                m = metric_totals(await r.text())
             hits += m.get("vllm:prefix_cache_hits_total", m.get("vllm:prefix_cache_hits", 0.0))
             queries += m.get("vllm:prefix_cache_queries_total", m.get("vllm:prefix_cache_queries", 0.0))
     return hits, queries

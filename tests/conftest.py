@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fleetgen.fleet import FleetState, down, read_state
-from real_fleet import engine_available, start_fleet
+from real_fleet import TOOL_SETTINGS, engine_available, start_fleet
 
 
 @pytest.fixture(scope="session")
@@ -27,6 +27,6 @@ def cpu_fleet(tmp_path_factory) -> FleetState:
         pytest.skip(f"real engine unavailable: {why}")
     state_dir = tmp_path_factory.mktemp("fleet")
     try:
-        yield start_fleet(state_dir, replicas=2)
+        yield start_fleet(state_dir, replicas=2, **TOOL_SETTINGS)
     finally:
         down(state_dir, grace_s=10)

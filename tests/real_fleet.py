@@ -40,6 +40,17 @@ def engine_available() -> str | None:
     return None
 
 
+# SmolLM2's own template renders no tools; this one (identical without tools) teaches it Hermes-style
+# calls that vLLM's `hermes` parser reads, so the session fleet can show real tool turns.
+TOOL_TEMPLATE = Path(__file__).resolve().parent / "fixtures" / "templates" / "smollm2_hermes_tools.jinja"
+TOOL_SETTINGS = {"tool_call_parser": "hermes", "engine_args": ["--chat-template", str(TOOL_TEMPLATE)]}
+
+
+def has_tool_parser(fleet: FleetState) -> bool:
+    """Whether a fleet's replicas were started with a tool-call parser (and the tools template)."""
+    return all("--tool-call-parser" in r.command and str(TOOL_TEMPLATE.name) in " ".join(r.command) for r in fleet.replicas)
+
+
 def start_fleet(state_dir: Path, replicas: int, **overrides) -> FleetState:
     cfg = FleetConfig(
         engine="vllm",

@@ -9,7 +9,7 @@ import pytest
 import fleetgen
 
 PACKAGES = ["fleetgen", "fleetgen.fleet", "fleetgen.doctor", "fleetgen.mix", "fleetgen.generate",
-            "fleetgen.export", "fleetgen.run"]
+            "fleetgen.export", "fleetgen.run", "fleetgen.metrics"]
 
 
 @pytest.mark.parametrize("name", PACKAGES)

@@ -61,6 +61,45 @@ def test_vllm_cpu_replica_gets_its_cores_and_kv_space():
     assert "CUDA_VISIBLE_DEVICES" not in env
 
 
+def test_vllm_tool_call_parser_brings_auto_tool_choice():
+    eng = get_engine("vllm")
+    cmd = eng.command(spec(tool_call_parser="qwen3_coder"), "py")
+    assert flag(cmd, "--tool-call-parser") == "qwen3_coder" and cmd.count("--enable-auto-tool-choice") == 1
+    told = eng.command(spec(tool_call_parser="hermes", extra_args=("--enable-auto-tool-choice", "--tool-call-parser=hermes")), "py")
+    assert told.count("--enable-auto-tool-choice") == 1 and "--tool-call-parser" not in told
+    plain = eng.command(spec(), "py")
+    assert "--enable-auto-tool-choice" not in plain and "--tool-call-parser" not in plain
+    assert eng.fatal_of("KeyError: 'invalid tool call parser: qwen3-coder (chose from { hermes })'") is not None
+
+
+@pytest.mark.engine
+def test_vllm_tool_call_flags_parse_with_vllms_own_parser_and_name_a_registered_parser():
+    """vLLM 0.32's serve parser and validator accept the flags; its registry has the parser names we document."""
+    import subprocess
+    import sys
+
+    eng = get_engine("vllm")
+    argvs = [eng.command(spec(tool_call_parser=name), "py")[3:] for name in ("qwen3_coder", "hermes")]
+    code = (
+        "import json, sys\n"
+        "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+        "from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args\n"
+        "from vllm.tool_parsers import ToolParserManager\n"
+        "p = make_arg_parser(FlexibleArgumentParser())\n"
+        "out = []\n"
+        "for argv in json.loads(sys.argv[1]):\n"
+        "    a = p.parse_args(argv); validate_parsed_serve_args(a)\n"
+        "    out.append([a.enable_auto_tool_choice, a.tool_call_parser, a.tool_call_parser in ToolParserManager.list_registered()])\n"
+        "print('RESULT', json.dumps(out))\n"
+    )
+    import json
+
+    r = subprocess.run([sys.executable, "-c", code, json.dumps(argvs)], capture_output=True, text=True, timeout=300)
+    line = next((x for x in r.stdout.splitlines() if x.startswith("RESULT ")), None)
+    assert line, r.stderr[-2000:]
+    assert json.loads(line[len("RESULT "):]) == [[True, "qwen3_coder", True], [True, "hermes", True]]
+
+
 def test_vllm_api_key_goes_to_environment_not_argv():
     eng = get_engine("vllm")
     s = spec(api_key="s3cret")
@@ -166,3 +205,36 @@ def test_compare_configs_reports_each_differing_field():
     )
     assert hard == ["max_model_len: replica 0=2048, replica 1=4096"]
     assert soft and soft[0].startswith("cache.num_gpu_blocks")
+
+
+def test_metrics_text_is_read_by_prometheus_client_parser():
+    """Escaped label values, several label sets summed, and a malformed line that ends the page but keeps what came before."""
+    from fleetgen.fleet.engines.base import metric_labels, metric_totals
+
+    text = (
+        '# TYPE vllm:num_requests_running gauge\n'
+        'vllm:num_requests_running{engine="0"} 2.0\n'
+        'vllm:num_requests_running{engine="1"} 3.0\n'
+        'vllm:cache_config_info{block_size="16",note="say \\"hi\\", then }"} 1.0\n'
+        'this line is not prometheus text\n'
+        'vllm:num_requests_waiting{engine="0"} 9.0\n'
+    )
+    assert metric_totals(text) == {"vllm:num_requests_running": 5.0, "vllm:cache_config_info": 1.0}
+    assert metric_labels(text, "vllm:cache_config_info") == {"block_size": "16", "note": 'say "hi", then }'}
+    assert metric_labels(text, "vllm:absent_info") == {}
+
+
+@pytest.mark.engine
+def test_real_vllm_cpu_metrics_page_is_parsed(cpu_fleet):
+    """The real vLLM-CPU /metrics page (histograms, _created samples, info gauges) through the library parser."""
+    import urllib.request
+
+    text = urllib.request.urlopen(cpu_fleet.endpoints[0] + "/metrics", timeout=10).read().decode()
+    eng = get_engine("vllm")
+    m = eng.parse_metrics(text)
+    assert m.running is not None and m.waiting is not None and m.kv_cache_usage is not None
+    assert m.generation_tokens_total is not None and m.generation_tokens_total >= 0
+    cfg = eng.effective_config({"/metrics": text})
+    recorded = cpu_fleet.replicas[0].effective_config
+    assert cfg["cache.block_size"] == recorded["cache.block_size"]
+    assert cfg["cache.num_gpu_blocks"] == recorded["cache.num_gpu_blocks"]

@@ -2,7 +2,9 @@
 
 It answers /health, /v1/models, /metrics and /v1/chat/completions with a fixed text, and can
 be told to fail the first N chat requests with HTTP 500, to hang the next M for a while, or to
-take `delay_per_token_s` per generated token (to play a slow replica). Used by tests of the
+take `delay_per_token_s` per generated token (to play a slow replica). It keeps every request
+body it got (`bodies`) and echoes it back under `standin_request`, and a `respond` script may
+answer with its own message (tool calls included) to play a target that diverges from a record. Used by tests of the
 client's retries and by bench/generate_bench.py for unequal replicas. Run it alone with
 `python tests/generate/standin_server.py --port 18100 --delay-per-token 0.01`.
 """
@@ -12,6 +14,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import threading
+from collections.abc import Callable
+from typing import Any
 
 from aiohttp import web
 
@@ -31,6 +35,7 @@ class StandinServer:
         delay_per_token_s: float = 0.0,
         max_concurrent: int = 64,
         max_model_len: int = 2048,
+        respond: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
     ) -> None:
         self.model = model
         self.fail_first = fail_first
@@ -38,6 +43,8 @@ class StandinServer:
         self.hang_s = hang_s
         self.delay_per_token_s = delay_per_token_s
         self.max_model_len = max_model_len
+        self.respond = respond
+        self.bodies: list[dict[str, Any]] = []
         self.requests = 0
         self.completed = 0
         self.failed = 0
@@ -71,6 +78,7 @@ class StandinServer:
 
     async def _chat(self, request: web.Request) -> web.Response:
         body = await request.json()
+        self.bodies.append(body)
         self.requests += 1
         n = self.requests
         if n <= self.fail_first:
@@ -92,6 +100,11 @@ class StandinServer:
         self.completed += 1
         finish = "length" if tokens == max_tokens else "stop"
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+        message = {"role": "assistant", "content": " ".join(WORDS[:tokens]) + f" #{n}"}
+        scripted = self.respond(body) if self.respond else None
+        if scripted is not None:
+            message = {"role": "assistant", "content": None, **scripted}
+            finish = "tool_calls" if message.get("tool_calls") else "stop"
         return web.json_response(
             {
                 "id": f"standin-{n}",
@@ -100,11 +113,12 @@ class StandinServer:
                 "choices": [
                     {
                         "index": 0,
-                        "message": {"role": "assistant", "content": " ".join(WORDS[:tokens]) + f" #{n}"},
+                        "message": message,
                         "finish_reason": finish,
                     }
                 ],
                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": tokens},
+                "standin_request": body,
             }
         )
 

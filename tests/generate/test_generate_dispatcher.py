@@ -148,3 +148,24 @@ async def test_a_replacement_revives_a_fleet_that_was_all_down():
     d.replace_endpoint(0, "http://r0-new")
     await asyncio.sleep(0.1)  # past give_up_after_s: had it stayed down, acquire would raise
     assert (await asyncio.wait_for(d.acquire(), 1)).endpoint == "http://r0-new"
+
+
+@pytest.mark.parametrize("hedge", [False, True])
+async def test_retries_are_counted_and_answered_requests_observed_for_the_latency_histogram(hedge):
+    from fleetgen.generate.stats import Stats
+
+    stats = Stats()
+    policy = DispatchPolicy(backoff_base_s=0.001, backoff_max_s=0.01, hedge=hedge, prefix_affinity=False)
+    d = Dispatcher(["http://r0", "http://r1"], 4, policy, rng=random.Random(0), stats=stats)
+    failures = iter([True, True, False, False, False])
+
+    async def fn(r):
+        if next(failures):
+            raise TransientError("connection refused")
+        return r.index
+
+    for _ in range(3):
+        await d.run(None, fn)
+    assert stats.retries == 2  # two failed attempts, each sent again
+    answered = sum(sum(r.stats.latency.counts) for r in d.replicas)
+    assert answered == 3 == sum(r.stats.ok for r in d.replicas)

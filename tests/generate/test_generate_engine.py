@@ -102,15 +102,25 @@ def test_multi_turn_rows_have_every_assistant_turn_regenerated(main_run):
         assert r["usage"]["completion_tokens"] > 0 and r["model"] == "smollm2"
 
 
-def test_tool_rows_keep_tools_and_recorded_tool_results(main_run):
+def test_tool_rows_keep_a_recorded_result_only_after_the_call_it_answers(main_run):
     d, _, _ = main_run
     tool_rows = [r for r in read_jsonl(d / "out" / "results.jsonl") if r["id"].startswith("t")]
     assert len(tool_rows) == 6
     for r in tool_rows:
         assert r["tools"][0]["function"]["name"] == "get_weather"
-        assert [m["role"] for m in r["messages"]] == ["user", "assistant", "tool", "assistant"]
-        assert r["messages"][2] == {"role": "tool", "content": "sunny, 21C", "tool_call_id": "call_1"}
-        assert r["messages"][3]["content"] != OLD and len(r["finish_reason"]) == 2
+        calls = r["messages"][1].get("tool_calls") or []
+        if [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] == [("get_weather", {"city": "Paris"})]:
+            # The target made the recorded call: its result follows, attached by the recorded id.
+            assert [m["role"] for m in r["messages"]] == ["user", "assistant", "tool", "assistant"]
+            assert r["messages"][2] == {"role": "tool", "content": "sunny, 21C", "tool_call_id": "call_1"}
+            assert r["cut"] is None and r["messages"][3]["content"] != OLD and len(r["finish_reason"]) == 2
+        else:
+            # It answered (or called otherwise): the sample ends at its own turn and says why.
+            assert [m["role"] for m in r["messages"]] == ["user", "assistant"]
+            assert r["cut"]["reason"] in ("answered_without_call", "other_function", "other_arguments")
+            assert r["cut"]["recorded_messages_dropped"] == 2 and len(r["finish_reason"]) == 1
+    cuts = json.loads((d / "out" / "stats.json").read_text())["tool_turns"]["cut"]
+    assert cuts == sum(r["cut"] is not None for r in tool_rows)
 
 
 def test_bad_rows_go_to_errors_with_reasons_and_good_rows_complete(cpu_fleet, tmp_path):

@@ -103,10 +103,10 @@ def test_recorded_ids_are_exactly_what_the_server_returned_and_decode_to_the_tex
         pairs = list(_turns_with_history(r))
         assert turns is not None and len(turns) == len(pairs)
         for t, (history, message) in zip(turns, pairs):
-            answers = rec.answers[orjson.dumps(history)]
-            assert len(answers) == 1
-            payload = answers[0]
-            assert t == TurnIds(payload["prompt_token_ids"], payload["choices"][0]["token_ids"])
+            # Usually one answer per history; a request retried after a lost reply (a loaded machine) has
+            # more, and the row must then hold exactly one of the answers the server gave.
+            returned = [TurnIds(a["prompt_token_ids"], a["choices"][0]["token_ids"]) for a in rec.answers[orjson.dumps(history)]]
+            assert t in returned
             assert tok.decode(t.completion, skip_special_tokens=True) == message["content"]
 
 

@@ -35,6 +35,7 @@ def test_seed_job_loads_and_its_8_command_lines_parse_with_sglang(monkeypatch):
     for argv in argvs:
         assert argv[argv.index("--mamba-scheduler-strategy") + 1] == "extra_buffer"
         assert argv[argv.index("--attention-backend") + 1] == "flashinfer"
+        assert argv[argv.index("--tool-call-parser") + 1] == "qwen3_coder"
 
     from fleetgen.fleet.engines.sglang_validate import DEFAULT_PYTHON, check_command_lines
 
@@ -57,3 +58,21 @@ def test_unknown_section_is_named(tmp_path):
     bad.write_text("generate: {prompts: p.jsonl, endpoints: ['http://127.0.0.1:1']}\ngenrate: {}\n")
     with pytest.raises(ConfigError, match="genrate"):
         load_job(bad)
+
+
+def test_a_job_file_carries_sampling_profiles_to_generate(tmp_path):
+    from fleetgen.generate import GenerateConfig
+
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(
+        "generate:\n  prompts: p.jsonl\n  endpoints: ['http://127.0.0.1:1']\n  seed: 0\n  profiles:\n"
+        "    - {name: think, weight: 2, thinking: true}\n    - {name: plain, thinking: false, extra_body: {top_k: 5}}\n"
+    )
+    with pytest.raises(ConfigError, match="extra_body may not set top_k"):
+        load_job(job_file)
+    job_file.write_text(job_file.read_text().replace("extra_body: {top_k: 5}", "top_k: 5"))
+    section = load_job(job_file).generate
+    config = GenerateConfig.model_validate({**section.model_dump(exclude={"prompts", "output_dir"}),
+                                            "prompts": "p.jsonl", "output_dir": tmp_path / "out"})
+    assert [(p.name, p.weight, p.thinking, p.top_k) for p in config.profiles] == [("think", 2.0, True, None), ("plain", 1.0, False, 5)]
+    assert [p["name"] for p in config.sampling()["profiles"]] == ["think", "plain"]

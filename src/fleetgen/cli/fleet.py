@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -20,6 +21,7 @@ from fleetgen.config import validate
 from fleetgen.fleet import FleetConfig, ReplicaProgress, down, fleet_status, up
 from fleetgen.fleet.config import DEFAULT_STATE_DIR
 from fleetgen.fleet.engines import Phase
+from fleetgen.fleet.jobs import JobProgress, read_jobs
 
 console = Console(stderr=True, soft_wrap=True)
 
@@ -42,6 +44,7 @@ def cmd_up(
     max_running_requests: Annotated[Optional[int], typer.Option(help=_h(FleetConfig, "max_running_requests"))] = None,
     context_length: Annotated[Optional[int], typer.Option(help=_h(FleetConfig, "context_length"))] = None,
     enforce_eager: Annotated[bool, typer.Option(help=_h(FleetConfig, "enforce_eager"))] = False,
+    tool_call_parser: Annotated[Optional[str], typer.Option(help=_h(FleetConfig, "tool_call_parser"))] = None,
     python: Annotated[Optional[str], typer.Option(help=_h(FleetConfig, "python"))] = None,
     doctor: Annotated[bool, typer.Option(help=_h(FleetConfig, "doctor"))] = True,
     fix_dir: Annotated[Optional[Path], typer.Option(help=_h(FleetConfig, "fix_dir"))] = None,
@@ -56,7 +59,7 @@ def cmd_up(
         "engine": engine, "model": model, "replicas": replicas, "gpus": gpus, "tp": tp, "replicas_per_gpu": replicas_per_gpu,
         "host": host,
         "port_base": port_base, "max_running_requests": max_running_requests, "context_length": context_length,
-        "enforce_eager": enforce_eager, "python": python, "doctor": doctor, "fix_dir": fix_dir,
+        "enforce_eager": enforce_eager, "tool_call_parser": tool_call_parser, "python": python, "doctor": doctor, "fix_dir": fix_dir,
         "startup_timeout": startup_timeout, "state": state, "api_key": api_key, "ray": ray,
     }
     base = merge_flags(ctx, flags, config, {"startup_timeout": "startup_timeout_s", "state": "state_dir"})
@@ -106,10 +109,14 @@ def cmd_status(
     api_key: ApiKeyOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:
-    """Show each replica: alive, healthy, probe latency, load, throughput, GPU memory of its processes."""
+    """Show each replica (alive, healthy, latency, load, throughput, memory) and the jobs driving the fleet."""
     fleet, statuses = asyncio.run(fleet_status(state, api_key=api_key))
+    jobs = read_jobs(state)
     if as_json:
-        print(json.dumps({"engine": fleet.engine, "model": fleet.served_model_name, "replicas": [s.to_dict() for s in statuses]}, indent=2))
+        print(json.dumps({
+            "engine": fleet.engine, "model": fleet.served_model_name, "replicas": [s.to_dict() for s in statuses],
+            "jobs": [{**j.model_dump(), "running": running} for j, running in jobs],
+        }, indent=2))
         return
     t = Table(title=f"fleet {fleet.served_model_name} ({fleet.engine})")
     for col in ("replica", "node", "endpoint", "pid", "alive", "healthy", "latency ms", "running", "waiting", "tok/s", "mem MiB", "GPU MiB"):
@@ -122,8 +129,30 @@ def cmd_status(
             _fmt(s.probe_latency_ms), _fmt(s.running), _fmt(s.waiting), _fmt(s.tokens_per_s), _fmt(s.memory_mib), _fmt(s.gpu_memory_mib),
         )
     print_whole(Console(), t)
+    for job, running in jobs:
+        Console(soft_wrap=True).print(_job_line(job, running), highlight=False)
     if not all(s.healthy for s in statuses):
         raise typer.Exit(1)
+
+
+def _job_line(j: JobProgress, running: bool) -> str:
+    """One line per job: what it reported last (it rewrites its file every few seconds)."""
+    share = f" ({100 * j.done / j.total:.0f}%)" if j.total else ""
+    line = (f"job pid {j.pid} -> {j.output_dir}: {j.done}/{j.total} done{share}, {j.samples_per_s:.2f} samples/s, "
+            f"{j.output_tokens_per_s:.0f} tok/s, ETA {_duration(j.eta_s)}, {j.errors} errors")
+    if j.metrics_url:
+        line += f", metrics {j.metrics_url}"
+    if not running:
+        ago = time.time() - j.updated_at
+        line = f"[red]not running[/] (last report {_duration(ago)} ago): " + line
+    return line
+
+
+def _duration(s: float | None) -> str:
+    if s is None:
+        return "-"
+    s = int(s)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
 def _fmt(v: float | None) -> str:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+import yaml
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
@@ -15,6 +16,7 @@ from fleetgen.cli._config import merge_flags
 from fleetgen.cli._wide import print_whole
 from fleetgen.config import field_help as _h
 from fleetgen.config import validate
+from fleetgen.errors import ConfigError
 from fleetgen.generate import GenerateConfig, Stats, generate
 
 console = Console(stderr=True)
@@ -36,8 +38,13 @@ def cmd_generate(
     top_p: Annotated[float, typer.Option(help=_h(GenerateConfig, "top_p"))] = 1.0,
     seed: Annotated[Optional[int], typer.Option(help=_h(GenerateConfig, "seed"))] = None,
     concurrency: Annotated[Optional[int], typer.Option(help=_h(GenerateConfig, "concurrency"))] = None,
+    profiles: Annotated[
+        Optional[Path],
+        typer.Option("--profiles", help="YAML or JSON file holding the profiles list. " + _h(GenerateConfig, "profiles")),
+    ] = None,
     reasoning: Annotated[str, typer.Option(help=_h(GenerateConfig, "reasoning"))] = "save",
     truncation: Annotated[str, typer.Option(help=_h(GenerateConfig, "truncation"))] = "keep",
+    tool_match: Annotated[str, typer.Option(help=_h(GenerateConfig, "tool_match"))] = "arguments",
     context_length: Annotated[Optional[int], typer.Option(help=_h(GenerateConfig, "context_length"))] = None,
     dispatch: Annotated[str, typer.Option(help=_h(GenerateConfig, "dispatch"))] = "least-outstanding",
     prefix_affinity: Annotated[bool, typer.Option(help=_h(GenerateConfig, "prefix_affinity"))] = True,
@@ -45,6 +52,11 @@ def cmd_generate(
     retry_errors: Annotated[bool, typer.Option("--retry-errors", help=_h(GenerateConfig, "retry_errors"))] = False,
     token_ids: Annotated[bool, typer.Option(help=_h(GenerateConfig, "token_ids"))] = True,
     force: Annotated[bool, typer.Option("--force", help=_h(GenerateConfig, "force"))] = False,
+    metrics_port: Annotated[Optional[int], typer.Option(help=_h(GenerateConfig, "metrics_port"))] = None,
+    metrics_host: Annotated[str, typer.Option(help=_h(GenerateConfig, "metrics_host"))] = "127.0.0.1",
+    metrics_allow_remote: Annotated[
+        bool, typer.Option("--metrics-allow-remote", help=_h(GenerateConfig, "metrics_allow_remote"))
+    ] = False,
     api_key: Annotated[
         Optional[str],
         typer.Option("--api-key", envvar="FLEETGEN_API_KEY", show_envvar=True, help=_h(GenerateConfig, "api_key")),
@@ -57,9 +69,11 @@ def cmd_generate(
     flags = {
         "prompts": prompts, "output": output, "fleet": fleet, "endpoint": endpoint or [], "model": model,
         "samples": samples, "max_tokens": max_tokens, "temperature": temperature, "top_p": top_p, "seed": seed,
-        "concurrency": concurrency, "reasoning": reasoning, "truncation": truncation,
+        "concurrency": concurrency, "profiles": read_profiles(profiles) if profiles else [], "reasoning": reasoning,
+        "truncation": truncation, "tool_match": tool_match,
         "context_length": context_length, "dispatch": dispatch, "prefix_affinity": prefix_affinity,
         "hedge": hedge, "retry_errors": retry_errors, "token_ids": token_ids, "force": force, "api_key": api_key,
+        "metrics_port": metrics_port, "metrics_host": metrics_host, "metrics_allow_remote": metrics_allow_remote,
     }
     base = merge_flags(ctx, flags, config, _FIELD_OF)
     cfg = validate(GenerateConfig, base, source=f"{config} and flags" if config else "flags")
@@ -67,6 +81,24 @@ def cmd_generate(
     _print_summary(stats, cfg.output_dir)
     if stats.interrupted:
         raise typer.Exit(130)
+
+
+def read_profiles(path: Path) -> list:
+    """The `profiles` field from a file: a list of profiles, or a mapping with a `profiles` list (JSON is YAML)."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ConfigError(f"--profiles {path}: cannot read it: {e.strerror}", hint="check the path") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"--profiles {path}: not valid YAML or JSON: {e}", hint="fix the syntax at the place named") from None
+    if isinstance(data, dict) and "profiles" in data:
+        data = data["profiles"]
+    if not isinstance(data, list):
+        raise ConfigError(
+            f"--profiles {path}: expected a list of profiles (or a mapping with `profiles:`), got {type(data).__name__}",
+            hint="write `- {name: cold, temperature: 0.3}` lines, one per profile",
+        )
+    return data
 
 
 def _run_with_progress(cfg: GenerateConfig) -> Stats:

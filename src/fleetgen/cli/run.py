@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from fleetgen.config import field_help as _h
+from fleetgen.config import validate
+from fleetgen.generate import GenerateConfig
 from fleetgen.run import RunEvent, load_job, run_job
+from fleetgen.run.config import GenerateSection
 
 console = Console(stderr=True, soft_wrap=True)
 
@@ -21,9 +25,21 @@ def cmd_run(
     job_file: Annotated[Path, typer.Argument(help="Job YAML: doctor, fleet, mix, generate, export, report sections.")],
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in the job's workdir; finished stages are skipped.")] = False,
     keep_fleet: Annotated[bool, typer.Option("--keep-fleet", help="Leave the fleet running after generate.")] = False,
+    metrics_port: Annotated[Optional[int], typer.Option(help=_h(GenerateConfig, "metrics_port"))] = None,
+    metrics_host: Annotated[Optional[str], typer.Option(help=_h(GenerateConfig, "metrics_host"))] = None,
+    metrics_allow_remote: Annotated[
+        bool, typer.Option("--metrics-allow-remote", help=_h(GenerateConfig, "metrics_allow_remote"))
+    ] = False,
 ) -> None:
     """Run doctor -> mix -> up -> generate -> down -> export -> report; resumable at every stage."""
     job = load_job(job_file)
+    # The flags override generate.metrics_* of the job file (validated again there).
+    watch = {"metrics_port": metrics_port, "metrics_host": metrics_host, "metrics_allow_remote": metrics_allow_remote or None}
+    watch = {k: v for k, v in watch.items() if v is not None}
+    if watch:
+        job.generate = validate(
+            GenerateSection, {**job.generate.model_dump(), **watch}, source=f"{job_file} and flags"
+        )
 
     def on_event(e: RunEvent) -> None:
         style = _STYLE.get(e.kind, "")

@@ -46,6 +46,12 @@ class FleetConfig(StrictModel):
         False, description="Skip graph capture and torch.compile: faster start, slightly slower decode."
     )
     cpu_kv_cache_gb: float = Field(2.0, gt=0, description="KV cache per CPU replica in GiB (VLLM_CPU_KVCACHE_SPACE).")
+    tool_call_parser: str | None = Field(
+        None,
+        description="Parse the model's tool calls into OpenAI tool_calls (vLLM --enable-auto-tool-choice "
+        "--tool-call-parser NAME, SGLang --tool-call-parser NAME); e.g. qwen3_coder for Qwen3.5/3.6. "
+        "Unset: the servers return tool calls as text and fleetgen sends tool_choice none.",
+    )
     engine_args: list[str] = Field(
         default_factory=list, description="Extra engine flags passed through verbatim."
     )

@@ -51,6 +51,7 @@ def replica_specs(
             enforce_eager=config.enforce_eager,
             cpu_kv_cache_gb=config.cpu_kv_cache_gb,
             api_key=key,
+            tool_call_parser=config.tool_call_parser,
             extra_args=tuple(extra_args),
             cache_dir=engine_cache_dir(config.engine, i),
             gpu_sharers=groups.count(groups[i]) if groups[i] else 1,

@@ -2,6 +2,7 @@
 
 from fleetgen.generate.config import GenerateConfig
 from fleetgen.generate.outcomes import Completed, Failed, Outcome, Skipped
+from fleetgen.generate.profiles import SamplingProfile
 from fleetgen.generate.records import BadRow, PromptRecord, normalize, read_prompts
 from fleetgen.generate.runner import generate, run
 from fleetgen.generate.stats import ReplicaStats, Stats
@@ -14,6 +15,7 @@ __all__ = [
     "Outcome",
     "PromptRecord",
     "ReplicaStats",
+    "SamplingProfile",
     "Skipped",
     "Stats",
     "generate",

@@ -8,6 +8,8 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from fleetgen.config import StrictModel
+from fleetgen.generate.profiles import SamplingProfile, check_profiles
+from fleetgen.generate.tool_turns import ToolMatch
 
 Reasoning = Literal["save", "strip", "off"]
 Truncation = Literal["keep", "drop", "retry-longer"]
@@ -38,6 +40,14 @@ class GenerateConfig(StrictModel):
             "CPU turn chunked prefill off, servers started elsewhere need --no-enable-chunked-prefill.)"
         ),
     )
+    profiles: list[SamplingProfile] = Field(
+        default_factory=list,
+        description=(
+            "Sampling profiles (a YAML/JSON list: name, weight, temperature, top_p, top_k, min_p, repetition_penalty, "
+            "max_tokens, reasoning_effort, thinking, chat_template_kwargs, extra_body); each (id, sample) gets one by "
+            "weight, stably across resumes. Empty: every sample uses the settings above."
+        ),
+    )
     concurrency: int | None = Field(
         None, ge=1, description="Requests in flight per replica; default: the engine's max running requests + 8 (or 64)."
     )
@@ -48,6 +58,13 @@ class GenerateConfig(StrictModel):
     truncation: Truncation = Field(
         "keep",
         description="A turn cut by max_tokens: keep it (flagged), drop the sample to errors, or retry once with a larger budget.",
+    )
+    tool_match: ToolMatch = Field(
+        "arguments",
+        description=(
+            "When a recorded tool result may follow a regenerated call: arguments: same function and JSON-equal "
+            "arguments; name: same function, any arguments. Elsewhere the sample ends at the target's turn (a cut)."
+        ),
     )
     context_length: int | None = Field(
         None, ge=16, description="Context limit for retry-longer; default: what the server reports (max_model_len)."
@@ -87,6 +104,16 @@ class GenerateConfig(StrictModel):
     commit_interval_s: float = Field(
         0.2, ge=0, description="Group commit: results gathered for up to this long share one write and fsync."
     )
+    metrics_port: int | None = Field(
+        None, ge=0, le=65535,
+        description="Serve Prometheus metrics of the job on this port (0: a free one, printed at start); off by default.",
+    )
+    metrics_host: str = Field(
+        "127.0.0.1", description="Address the metrics port binds to; a non-loopback one needs metrics_allow_remote."
+    )
+    metrics_allow_remote: bool = Field(
+        False, description="Allow a non-loopback metrics_host: the page shows endpoints and progress (never the API key)."
+    )
 
     @field_validator("endpoints")
     @classmethod
@@ -104,6 +131,22 @@ class GenerateConfig(StrictModel):
         return out
 
     @model_validator(mode="after")
+    def _metrics_bind(self) -> GenerateConfig:
+        from fleetgen.fleet.launcher import is_loopback
+
+        if self.metrics_port is not None and not self.metrics_allow_remote and not is_loopback(self.metrics_host):
+            raise ValueError(
+                f"metrics_host {self.metrics_host!r} is not a loopback address: bind 127.0.0.1, "
+                "or set metrics_allow_remote (--metrics-allow-remote) to serve metrics off this host"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _check_profiles(self) -> GenerateConfig:
+        check_profiles(self.profiles, self.reasoning)
+        return self
+
+    @model_validator(mode="after")
     def _one_source(self) -> GenerateConfig:
         if (self.fleet_state is None) == (not self.endpoints):
             raise ValueError("give exactly one of fleet_state (--fleet) or endpoints (--endpoint)")
@@ -111,7 +154,7 @@ class GenerateConfig(StrictModel):
 
     def sampling(self) -> dict[str, object]:
         """The parameters that define the job: a resume with different ones is refused."""
-        return {
+        out: dict[str, object] = {
             "max_tokens": self.max_tokens,
             "temperature": self.temperature,
             "top_p": self.top_p,
@@ -119,6 +162,12 @@ class GenerateConfig(StrictModel):
             "reasoning": self.reasoning,
             "truncation": self.truncation,
         }
+        # Only when set: the identity of jobs without them stays as it was.
+        if self.tool_match != "arguments":
+            out["tool_match"] = self.tool_match
+        if self.profiles:
+            out["profiles"] = [p.identity() for p in self.profiles]
+        return out
 
     def request_timeout_s(self, max_tokens: int) -> float:
         return self.timeout_base_s + self.timeout_per_token_s * max_tokens

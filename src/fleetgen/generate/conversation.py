@@ -13,9 +13,12 @@ from fleetgen.generate.client import ChatAnswer, Rejected, TransientError, chat
 from fleetgen.generate.config import GenerateConfig
 from fleetgen.generate.dispatcher import Dispatcher, Replica
 from fleetgen.generate.outcomes import Completed, Failed, Outcome
+from fleetgen.generate.profiles import SamplingProfile, assign, sent_sampling
+from fleetgen.generate.profiles import apply as apply_profile
 from fleetgen.generate.records import PromptRecord
 from fleetgen.generate.token_ids import REQUEST_FIELDS as TOKEN_ID_FIELDS
 from fleetgen.generate.token_ids import TurnIdsLog
+from fleetgen.generate.tool_turns import follow_up
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
@@ -63,36 +66,64 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
     truncated = False
     ids = TurnIdsLog()
     t0 = time.time()
-    steps: list[dict[str, Any] | None] = list(prompt.messages)
-    if prompt.messages[-1]["role"] != "assistant":
-        steps.append(None)  # a prompt without a final answer gets one
+    messages = prompt.messages
+    # A prompt without a final answer gets one: the step past the last message (None).
+    last = len(messages) if messages[-1]["role"] != "assistant" else len(messages) - 1
     turn = 0
-    for m in steps:
+    i = 0
+    cut: dict[str, Any] | None = None
+    dropped: list[dict[str, Any]] = []
+    profile = assign(cfg.profiles, cfg.seed, prompt.id, sample) if cfg.profiles else None
+    first_body: dict[str, Any] | None = None
+    while i <= last:
+        m = messages[i] if i < len(messages) else None
         if m is not None and m["role"] != "assistant":
-            # System, user and recorded tool results stay in place.
-            out.append(dict(m))
-            history.append(dict(m))
+            if m["role"] == "tool":
+                # A recorded result with no regenerated call before it answers nothing the target did.
+                dropped.append(dict(m))
+            else:
+                # System and user turns stay in place.
+                out.append(dict(m))
+                history.append(dict(m))
+            i += 1
             continue
-        step = await _turn(s, prompt, sample, turn, history)
+        step = await _turn(s, prompt, sample, turn, history, profile)
         if isinstance(step, Failed):
             return step
-        answer, replica, cut = step
+        answer, replica, truncated_turn, body = step
+        first_body = first_body or body
         prompt_tokens += answer.prompt_tokens
         completion_tokens += answer.completion_tokens
         finish.append(answer.finish_reason)
         ids.add(answer.token_ids)
         replicas.append(replica.endpoint)
-        if cut:
+        if truncated_turn:
             if cfg.truncation == "drop":
                 return Failed(
                     prompt.id, sample, f"turn {turn} truncated (finish_reason={answer.finish_reason}); dropped by policy",
                     "truncated", prompt.line,
                 )
             truncated = True
-        message = _assistant_message(answer, m, cfg.reasoning)
+        # The recorded tool results after this turn follow it only where the target made their calls.
+        j = i + 1
+        while j < len(messages) and messages[j]["role"] == "tool":
+            j += 1
+        follow = follow_up(m, list(messages[i + 1 : j]), answer.tool_calls, match=cfg.tool_match, more_follows=j <= last)
+        message = _assistant_message(answer, follow.calls, cfg.reasoning)
         out.append(message)
         history.append(_for_request(message))
         turn += 1
+        if follow.cut is not None:
+            # The sample ends at the target's own turn; what the record held after it is not kept.
+            cut = {
+                "turn": turn - 1, "message": len(out) - 1, "reason": follow.cut.reason, "detail": follow.cut.detail,
+                "recorded_messages_dropped": len(messages) - (i + 1),
+            }
+            break
+        dropped += follow.dropped
+        out += follow.results
+        history += follow.results
+        i = j
     return Completed(
         id=prompt.id,
         sample=sample,
@@ -102,10 +133,12 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
             "meta": prompt.meta,
             "finish_reason": finish,
             "truncated": truncated,
+            "cut": cut,
+            **({"dropped_tool_results": dropped} if dropped else {}),
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
             "replica": replicas[0] if len(set(replicas)) == 1 else replicas,
             "model": s.model,
-            "sampling": {**cfg.sampling(), "seed": derived_seed(cfg.seed, prompt.id, sample, 0)},
+            **_sampling_of(cfg, prompt.id, sample, profile, first_body),
             "timing": {"started_at": round(t0, 3), "latency_s": round(time.time() - t0, 3)},
             **({"token_ids": ids.record()} if cfg.token_ids else {}),
         },
@@ -117,38 +150,45 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
     )
 
 
+def _sampling_of(
+    cfg: GenerateConfig, rid: str, sample: int, profile: SamplingProfile | None, body: dict[str, Any] | None
+) -> dict[str, Any]:
+    """What a row records of its sampling: with profiles, the profile and the parameters its first turn sent."""
+    if profile is None:
+        return {"sampling": {**cfg.sampling(), "seed": derived_seed(cfg.seed, rid, sample, 0)}}
+    # Later turns send the same parameters, with their own derived seed (and budget, after retry-longer).
+    return {"profile": profile.name, "sampling": sent_sampling(body or {})}
+
+
 def _for_request(m: dict[str, Any]) -> dict[str, Any]:
     """What the server sees of a message: reasoning of earlier turns is not sent back."""
     return {k: v for k, v in m.items() if k != "reasoning_content"}
 
 
-def _assistant_message(answer: ChatAnswer, original: dict[str, Any] | None, reasoning: str) -> dict[str, Any]:
+def _assistant_message(answer: ChatAnswer, calls: list[dict[str, Any]] | None, reasoning: str) -> dict[str, Any]:
+    """The target's turn as the row keeps it; `calls` are its tool calls with recorded ids re-attached."""
     content = answer.content or ""
     msg: dict[str, Any] = {"role": "assistant", "content": content}
     if reasoning == "save" and answer.reasoning:
         msg["reasoning_content"] = answer.reasoning
-    if answer.tool_calls:
-        calls = [dict(c) for c in answer.tool_calls]
-        recorded = (original or {}).get("tool_calls") or []
-        # Keep the recorded call ids when the count matches, so the recorded tool results stay attached.
-        if len(recorded) == len(calls):
-            for c, r in zip(calls, recorded):
-                if isinstance(r, dict) and r.get("id"):
-                    c["id"] = r["id"]
+    if calls:
         msg["tool_calls"] = calls
     return msg
 
 
 async def _turn(
-    s: Session, prompt: PromptRecord, sample: int, turn: int, history: list[dict[str, Any]]
-) -> Failed | tuple[ChatAnswer, Replica, bool]:
-    """One assistant turn, with the truncation policy's one longer retry; (answer or Failed, replica, truncated)."""
+    s: Session, prompt: PromptRecord, sample: int, turn: int, history: list[dict[str, Any]],
+    profile: SamplingProfile | None = None,
+) -> Failed | tuple[ChatAnswer, Replica, bool, dict[str, Any]]:
+    """One assistant turn, with the truncation policy's one longer retry; Failed, or (answer, replica, truncated, body sent)."""
     cfg = s.config
-    max_tokens = cfg.max_tokens
+    max_tokens = (profile.max_tokens if profile is not None and profile.max_tokens else None) or cfg.max_tokens
     retried_longer = False
     tool_fallback_tried = False
     while True:
         body = _body(s, prompt, sample, turn, history, max_tokens)
+        if profile is not None:
+            apply_profile(body, profile)
         timeout = cfg.request_timeout_s(max_tokens)
 
         async def call(replica: Replica, body: dict[str, Any] = body, timeout: float = timeout) -> ChatAnswer:
@@ -179,7 +219,7 @@ async def _turn(
             if longer > max_tokens:
                 max_tokens = longer
                 continue
-        return answer, replica, cut
+        return answer, replica, cut, body
 
 
 def _body(

@@ -20,7 +20,7 @@ from typing import TypeVar
 
 from fleetgen.errors import NoReplicaError
 from fleetgen.generate.client import Rejected, TransientError, backoff_delay
-from fleetgen.generate.stats import Clock, ReplicaStats
+from fleetgen.generate.stats import Clock, ReplicaStats, Stats
 
 T = TypeVar("T")
 
@@ -79,6 +79,7 @@ class Dispatcher:
         *,
         clock: Clock = time.monotonic,
         rng: random.Random | None = None,
+        stats: Stats | None = None,
     ) -> None:
         if not endpoints:
             raise ValueError("no endpoints")
@@ -86,6 +87,7 @@ class Dispatcher:
         # Every replica this run has used, replaced ones included: what stats.json reports.
         self.all_stats = [r.stats for r in self.replicas]
         self.policy = policy
+        self.run_stats = stats  # where retries are counted, when a run owns this dispatcher
         self.clock = clock
         self.rng = rng or random.Random()
         self._changed = asyncio.Event()
@@ -266,6 +268,8 @@ class Dispatcher:
                 attempt += 1
                 if attempt >= self.policy.max_attempts:
                     raise
+                if self.run_stats is not None:
+                    self.run_stats.retries += 1
                 delay = backoff_delay(attempt - 1, self.policy.backoff_base_s, self.policy.backoff_max_s, self.rng)
                 if e.retry_after is not None:
                     delay = max(delay, min(e.retry_after, self.policy.backoff_max_s))
@@ -282,7 +286,9 @@ class Dispatcher:
                 self._release_after(r, exc)
                 raise
             self.release(r, ok=True)
-            self._latencies.append(self.clock() - started)
+            took = self.clock() - started
+            self._latencies.append(took)
+            r.stats.latency.observe(took)
             return result, r
         first = asyncio.ensure_future(fn(r))
         running: dict[asyncio.Future, Replica] = {first: r}
@@ -299,7 +305,9 @@ class Dispatcher:
                     exc = fut.exception()
                     if exc is None:
                         self.release(rep, ok=True)
-                        self._latencies.append(self.clock() - started)
+                        took = self.clock() - started
+                        self._latencies.append(took)
+                        rep.stats.latency.observe(took)
                         return fut.result(), rep
                     self._release_after(rep, exc)
                     last_error = exc

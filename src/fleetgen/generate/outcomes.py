@@ -69,6 +69,7 @@ def record(outcome: Outcome, batch: Batch, done: DoneSet, stats: Stats) -> None:
             batch.results.append(dumps_line({"id": outcome.id, "sample": outcome.sample, **outcome.record}))
             stats.ok += 1
             stats.truncated += outcome.truncated
+            stats.count_tool_turns(outcome.record)
             stats.prompt_tokens += outcome.prompt_tokens
             stats.completion_tokens += outcome.completion_tokens
             stats.turns_with_ids += outcome.turns_with_ids

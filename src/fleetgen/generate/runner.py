@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -27,7 +28,11 @@ from fleetgen.generate.journal import STATS, DoneSet, Journal, check_identity, w
 from fleetgen.generate.outcomes import Batch, Failed, Outcome, Skipped, record
 from fleetgen.generate.records import BadRow, PromptRecord, fingerprint, iter_rows, prompt_of, raw_id, surely_valid
 from fleetgen.generate.stats import Clock, Stats
+from fleetgen.generate.watch import JobWatch
 from fleetgen.generate.writer import Writer
+
+if TYPE_CHECKING:
+    from fleetgen.metrics import MetricsServer
 
 # What to do about a bad input row, appended to its reason in errors.jsonl.
 ROW_HINT = "fix or drop the row in the prompt file, then rerun with --retry-errors --force (the file changed)"
@@ -83,15 +88,16 @@ async def run(
     on_progress: Callable[[Stats], None] | None = None,
     clock: Clock = time.monotonic,
     handle_signals: bool = True,
+    metrics: MetricsServer | None = None,
 ) -> Stats:
-    """The async form of `generate`, for callers that own an event loop."""
+    """The async form of `generate`, for callers that own an event loop (and, if they like, the metrics port)."""
     stop = _Stop()
     loop = asyncio.get_running_loop()
     signals = (signal.SIGINT, signal.SIGTERM) if handle_signals else ()
     for sig in signals:
         loop.add_signal_handler(sig, stop.request, signal.Signals(sig).name)
     try:
-        return await _run(config, stop, on_progress, clock)
+        return await _run(config, stop, on_progress, clock, metrics)
     finally:
         for sig in signals:
             loop.remove_signal_handler(sig)
@@ -112,11 +118,14 @@ class _Stop:
             self.hard.set_result(reason)
 
 
-async def _run(config: GenerateConfig, stop: _Stop, on_progress: Callable[[Stats], None] | None, clock: Clock) -> Stats:
+async def _run(
+    config: GenerateConfig, stop: _Stop, on_progress: Callable[[Stats], None] | None, clock: Clock,
+    metrics: MetricsServer | None = None,
+) -> Stats:
     target = resolve_target(config)
     fp, rows = await asyncio.to_thread(fingerprint, config.prompts)
     stats = Stats(clock=clock, total=rows * config.samples)
-    dispatcher = Dispatcher(target.endpoints, target.window, _policy(config), clock=clock)
+    dispatcher = Dispatcher(target.endpoints, target.window, _policy(config), clock=clock, stats=stats)
     stats.replicas = dispatcher.all_stats
     async with client.new_session(target.api_key, dispatcher.capacity + 16) as http:
         model, context_length = await _check_endpoints(http, target)
@@ -138,6 +147,7 @@ async def _run(config: GenerateConfig, stop: _Stop, on_progress: Callable[[Stats
         )
         loop = _Loop(session, writer, done, stats, stop)
         watch = asyncio.create_task(follow_fleet(config.fleet_state, dispatcher)) if config.fleet_state else None
+        job_watch = JobWatch.start(config, stats, metrics)
         try:
             await loop.run()
         finally:
@@ -151,6 +161,7 @@ async def _run(config: GenerateConfig, stop: _Stop, on_progress: Callable[[Stats
                 print(f"note: stats.json not saved: {e.message}", file=sys.stderr)
             for note in session.notes[:1]:
                 print(f"note: {note}", file=sys.stderr)
+            await job_watch.close()
     return stats
 
 

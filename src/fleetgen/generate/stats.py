@@ -3,11 +3,28 @@
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 Clock = Callable[[], float]
+
+
+# Upper bounds (seconds) of the request-latency buckets: a 16-token test answer to a 40 s reasoning turn.
+LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 640.0)
+
+
+@dataclass
+class LatencyHistogram:
+    """Request latencies in fixed buckets; observed on the event loop (no lock), read at scrape time."""
+
+    counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS_S) + 1))  # last: +Inf
+    sum_s: float = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect_left(LATENCY_BUCKETS_S, seconds)] += 1
+        self.sum_s += seconds
 
 
 @dataclass
@@ -27,6 +44,7 @@ class ReplicaStats:
     prompt_tokens: int = 0
     in_rotation: bool = True
     ejections: int = 0
+    latency: LatencyHistogram = field(default_factory=LatencyHistogram)
 
 
 @dataclass
@@ -43,6 +61,7 @@ class Stats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     duplicates_dropped: int = 0
+    retries: int = 0
     turns_with_ids: int = 0
     turns_without_ids: int = 0
     started: float = field(default=0.0)
@@ -50,9 +69,20 @@ class Stats:
     interrupted: bool = False
     stopped_reason: str | None = None
     replicas: list[ReplicaStats] = field(default_factory=list)
+    tool_cuts: dict[str, int] = field(default_factory=dict)  # samples ended at the target's turn, by reason
+    tool_results_kept: int = 0
+    tool_results_dropped: int = 0  # recorded results of calls the target did not make, outside cuts
 
     def __post_init__(self) -> None:
         self.started = self.clock()
+
+    def count_tool_turns(self, record: dict[str, Any]) -> None:
+        """Advance the tool-turn counters from one result record (see generate/tool_turns.py)."""
+        cut = record.get("cut")
+        if cut:
+            self.tool_cuts[cut["reason"]] = self.tool_cuts.get(cut["reason"], 0) + 1
+        self.tool_results_kept += sum(1 for m in record.get("messages") or () if m.get("role") == "tool")
+        self.tool_results_dropped += len(record.get("dropped_tool_results") or ())
 
     @property
     def done(self) -> int:
@@ -68,6 +98,23 @@ class Stats:
         e = self.elapsed_s
         return self.completion_tokens / e if e > 0 else 0.0
 
+    @property
+    def remaining(self) -> int:
+        """Pairs of the job not recorded yet."""
+        return max(0, self.total - self.done)
+
+    @property
+    def samples_per_s(self) -> float:
+        """Pairs recorded per second by this run (resumed ones cost nothing and are not counted)."""
+        e = self.elapsed_s
+        return (self.ok + self.errors) / e if e > 0 else 0.0
+
+    @property
+    def eta_s(self) -> float | None:
+        """Seconds until the job is done at this run's average rate; None before the first pair."""
+        rate = self.samples_per_s
+        return self.remaining / rate if rate > 0 else None
+
     def to_dict(self) -> dict[str, Any]:
         e = self.elapsed_s
         return {
@@ -79,7 +126,14 @@ class Stats:
                 "input_errors": self.input_errors,
                 "truncated": self.truncated,
             },
+            "tool_turns": {
+                "cut": sum(self.tool_cuts.values()),
+                "cut_by_reason": dict(sorted(self.tool_cuts.items())),
+                "results_kept": self.tool_results_kept,
+                "results_dropped": self.tool_results_dropped,
+            },
             "tokens": {"prompt": self.prompt_tokens, "completion": self.completion_tokens},
+            "retries": self.retries,
             # Regenerated turns of this run's results with and without the server's token ids.
             "token_ids": {"turns_with": self.turns_with_ids, "turns_without": self.turns_without_ids},
             "wall_s": round(e, 3),

@@ -11,6 +11,8 @@ import numpy as np
 from fleetgen.report import plots
 from fleetgen.report.data import Run, load_run
 from fleetgen.report.document import Document
+from fleetgen.report.profiles import profiles_section
+from fleetgen.report.tool_turns import tool_turns_section
 
 
 def _counter(run: Run, tokenizer: str | None) -> tuple[Callable[[str], int], str]:
@@ -80,6 +82,8 @@ def build_report(
     doc.table(["finish_reason", "turns", "share"], [[k, v, _pct(100 * v / total)] for k, v in fr.most_common()])
 
     _token_ids(doc, run, tokenizer)
+    profiles_section(doc, run)
+    tool_turns_section(doc, run)
 
     doc.heading("Errors")
     if run.errors:
@@ -109,7 +113,10 @@ def _overview(doc: Document, run: Run) -> None:
         ]
     if run.job:
         rows.append(["model", run.job.get("model")])
-        rows.append(["sampling", ", ".join(f"{k}={v}" for k, v in (run.job.get("sampling") or {}).items())])
+        sampling = run.job.get("sampling") or {}
+        rows.append(["sampling", ", ".join(f"{k}={v}" for k, v in sampling.items() if k != "profiles")])
+        if sampling.get("profiles"):
+            rows.append(["sampling profiles", ", ".join(str(p.get("name")) for p in sampling["profiles"])])
         prompts = run.job.get("prompts") or {}
         rows.append(["prompt set", f"{prompts.get('rows')} rows, sha256 {str(prompts.get('sha256'))[:12]}…"])
     if run.corrupt_lines:

@@ -29,6 +29,8 @@ class Row:
     answer_text: str
     turns_with_ids: int = 0  # regenerated turns that carry the server's token ids
     turns_without_ids: int = 0
+    profile: str | None = None  # the sampling profile, in a job with profiles
+    cut: str | None = None  # why the sample ended at the target's turn (generate/tool_turns.py)
 
 
 @dataclass
@@ -90,6 +92,8 @@ def load_run(outdir: Path, mix_report: Path | None = None) -> Run:
                 answer_text="".join(m.get("content") or "" for m in assistants),
                 turns_with_ids=with_ids,
                 turns_without_ids=len(assistants) - with_ids,
+                profile=rec.get("profile"),
+                cut=(rec.get("cut") or {}).get("reason"),
             )
         )
     run.corrupt_lines = counts.corrupt_lines

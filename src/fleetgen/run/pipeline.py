@@ -41,6 +41,8 @@ class RunSummary:
 
 
 Callback = Callable[[RunEvent], None]
+# Where a job is watched from, not what it makes: changing them must not re-run generate.
+_WATCH_FIELDS = {"metrics_port", "metrics_host", "metrics_allow_remote"}
 
 
 class Pipeline:
@@ -55,11 +57,27 @@ class Pipeline:
         self.on_event = on_event or (lambda e: None)
         self.on_progress = on_progress
         self.summary = RunSummary(workdir=self.workdir)
+        self.metrics = None  # a MetricsServer while the job serves its metrics
 
     def say(self, stage: str, kind: str, detail: str = "") -> None:
+        if self.metrics is not None and kind == "start":
+            self.metrics.run.stage = stage
         self.on_event(RunEvent(stage, kind, detail))
 
     async def run(self) -> RunSummary:
+        section = self.job.generate
+        if section.metrics_port is None:
+            return await self._run()
+        from fleetgen.metrics import MetricsServer  # prometheus_client only when asked for
+
+        with MetricsServer(section.metrics_host, section.metrics_port, allow_remote=section.metrics_allow_remote) as m:
+            self.metrics = m
+            self.say("metrics", "info", f"serving {m.url}")
+            summary = await self._run()
+            m.run.stage = "done"
+            return summary
+
+    async def _run(self) -> RunSummary:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.book = StageBook(self.workdir)
         if self.book.done and not self.resume:
@@ -127,7 +145,11 @@ class Pipeline:
     async def _generate(self, prompts: Path, prompts_fp: str) -> str:
         section = self.job.generate
         outdir = Path(section.output_dir) if section.output_dir else self.workdir / "generate"
-        identity = section.model_dump(mode="json", exclude={"api_key", "force", "retry_errors", "prompts", "output_dir"})
+        identity = section.model_dump(mode="json", exclude={"api_key", "force", "retry_errors", "prompts", "output_dir", *_WATCH_FIELDS})
+        # Fields added later count only when set, so a job written before them keeps its fingerprint.
+        for key, default in (("profiles", []), ("tool_match", "arguments")):
+            if identity.get(key) == default:
+                identity.pop(key, None)
         model = self.job.fleet.model_dump(mode="json", include={"engine", "model", "served_model_name"}) if self.job.fleet else None
         fp = fingerprint(identity, prompts_fp, json.dumps(model))
         self.summary.results = outdir / "results.jsonl"
@@ -175,11 +197,13 @@ class Pipeline:
         self.say("fleet", "start", f"{cfg.replicas or 'auto'} replica(s) of {cfg.model} ({cfg.engine})")
         state = await up(cfg, on_progress=lambda p: self.say("fleet", "info", f"replica {p.index}: {p.phase.value}") if p.phase.value in ("ready", "failed") else None)
         self.say("fleet", "done", f"{len(state.replicas)} replica(s) ready")
+        if self.metrics is not None:
+            self.metrics.run.stage = "generate"
         return state_dir
 
     async def _supervised(self, config: GenerateConfig, state_dir: Path | None):
         if state_dir is None or not self.job.supervise:
-            return await generate_run(config, on_progress=self.on_progress)
+            return await generate_run(config, on_progress=self.on_progress, metrics=self.metrics)
 
         def on_sup(e: SupervisorEvent) -> None:
             self.say("supervisor", "info", f"replica {e.index}: {e.kind} {e.detail}")
@@ -188,7 +212,9 @@ class Pipeline:
             state_dir, api_key=api_key_of(self.job.fleet), max_restarts=self.job.max_restarts,
             hang_timeout_s=self.job.hang_timeout_s, on_event=on_sup,
         ) as sup:
-            stats = await generate_run(config, on_progress=self.on_progress)
+            if self.metrics is not None:
+                self.metrics.run.restarts = lambda: sup.restarts
+            stats = await generate_run(config, on_progress=self.on_progress, metrics=self.metrics)
         self.summary.restarts = sup.restarts
         _record_restarts(Path(config.output_dir), sup)
         return stats

@@ -58,6 +58,7 @@ def seed_commands(monkeypatch, tmp_path) -> list[list[str]]:
     config = FleetConfig(
         engine="sglang", model="/models/Qwen3.6-27B", served_model_name="qwen36", gpus="all", tp=1,
         max_running_requests=64, context_length=8192, engine_args=SEED_ARGS, state_dir=tmp_path,
+        tool_call_parser="qwen3_coder",
     )
     specs = plan_replicas(config, "/models/Qwen3.6-27B", local.LocalBackend())
     assert len(specs) == 8
@@ -72,6 +73,8 @@ VARIANTS = {
     "context": spec(context_length=8192),
     "eager": spec(enforce_eager=True),
     "api_key": spec(api_key=SECRET),
+    "tool_parser": spec(tool_call_parser="qwen3_coder"),
+    "tool_parser_in_extra": spec(tool_call_parser="qwen3_coder", extra_args=("--tool-call-parser", "qwen3_coder")),
     "extra": spec(extra_args=("--dtype", "bfloat16", "--kv-cache-dtype=fp8_e4m3", "--enable-cache-report")),
     "metrics_given": spec(extra_args=("--enable-metrics",)),
     "tp_in_extra": spec(tp=2, gpus=(0, 1), extra_args=("--tensor-parallel-size", "2")),
@@ -87,6 +90,7 @@ BAD = {
     "bad mamba choice": spec(extra_args=("--mamba-scheduler-strategy", "extra-buffer")),
     "typo in replica 1": spec(index=1, extra_args=("--max-runing-requests", "64")),
     "deprecated": spec(extra_args=("--enable-piecewise-cuda-graph",)),
+    "bad tool parser": spec(tool_call_parser="qwen3-coder"),
 }
 
 
@@ -134,6 +138,15 @@ def test_seed_job_8_replicas_parse_with_distinct_ports(verdicts):
         assert all(c[c.index(flag) + 1] == value for c in seed), flag
     assert all(c[c.index("--max-running-requests") + 1] == "64" for c in seed)
     assert all(c[c.index("--context-length") + 1] == "8192" for c in seed)
+    assert all(c[c.index("--tool-call-parser") + 1] == "qwen3_coder" for c in seed)  # Qwen3.6's XML tool calls
+
+
+def test_tool_call_parser_is_passed_once():
+    eng = get_engine("sglang")
+    assert eng.command(spec(tool_call_parser="qwen3_coder"), "py").count("--tool-call-parser") == 1
+    told = eng.command(spec(tool_call_parser="qwen3_coder", extra_args=("--tool-call-parser", "qwen3_coder")), "py")
+    assert told.count("--tool-call-parser") == 1
+    assert "--tool-call-parser" not in eng.command(spec(), "py")
 
 
 @needs_sglang
@@ -142,6 +155,7 @@ def test_seed_job_8_replicas_parse_with_distinct_ports(verdicts):
     ("bad choice", "argument --attention-backend: invalid choice: 'fa9'"),
     ("bad type", "argument --mem-fraction-static: invalid float value: 'lots'"),
     ("bad mamba choice", "argument --mamba-scheduler-strategy: invalid choice: 'extra-buffer'"),
+    ("bad tool parser", "argument --tool-call-parser: invalid choice: 'qwen3-coder'"),
 ])
 def test_wrong_flags_are_rejected_by_sglangs_parser(verdicts, name, expected):
     r = verdicts[1][name]

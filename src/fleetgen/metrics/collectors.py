@@ -1,0 +1,128 @@
+"""Collectors that read the run's own counters at scrape time, so a request pays nothing for being watched."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from urllib.parse import urlsplit, urlunsplit
+
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from fleetgen.generate.stats import LATENCY_BUCKETS_S, ReplicaStats, Stats
+from fleetgen.metrics.catalog import GENERATE, RUN, MetricSpec
+
+_SPECS = {s.name: s for s in GENERATE + RUN}
+_FAMILY = {"counter": CounterMetricFamily, "gauge": GaugeMetricFamily, "histogram": HistogramMetricFamily}
+_LE = tuple(repr(b) for b in LATENCY_BUCKETS_S) + ("+Inf",)
+
+STAGES = ("doctor", "mix", "fleet", "generate", "export", "report", "done")
+
+
+def _family(name: str) -> Metric:
+    spec: MetricSpec = _SPECS[name]
+    return _FAMILY[spec.kind](spec.family, spec.help, labels=spec.labels or None)
+
+
+def _one(name: str, value: float) -> Metric:
+    f = _family(name)
+    f.add_metric([], value)
+    return f
+
+
+def safe_endpoint(url: str) -> str:
+    """The endpoint as a label: credentials, query and fragment removed (a URL may carry a key)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+class GenerateCollector(Collector):
+    """fleetgen_* metrics of one generate run, read from its Stats (plain ints the event loop advances)."""
+
+    def __init__(self, stats: Stats) -> None:
+        self.stats = stats
+
+    def describe(self) -> list[Metric]:
+        return []  # names are fixed by the catalog; the registry need not collect to learn them
+
+    def collect(self) -> Iterator[Metric]:
+        s = self.stats
+        yield _one("fleetgen_job_samples", s.total)
+        yield _one("fleetgen_samples_remaining", s.remaining)
+        yield _one("fleetgen_samples_completed_total", s.ok)
+        yield _one("fleetgen_samples_failed_total", s.errors)
+        yield _one("fleetgen_input_errors_total", s.input_errors)
+        yield _one("fleetgen_samples_resumed_total", s.resumed)
+        yield _one("fleetgen_samples_truncated_total", s.truncated)
+        yield _one("fleetgen_duplicates_dropped_total", s.duplicates_dropped)
+        yield _one("fleetgen_prompt_tokens_total", s.prompt_tokens)
+        yield _one("fleetgen_output_tokens_total", s.completion_tokens)
+        yield _one("fleetgen_request_retries_total", s.retries)
+        yield _one("fleetgen_output_tokens_per_second", s.output_tokens_per_s)
+        yield _one("fleetgen_samples_per_second", s.samples_per_s)
+        eta = s.eta_s
+        eta_family = _family("fleetgen_eta_seconds")
+        if eta is not None:
+            eta_family.add_metric([], eta)
+        yield eta_family
+        yield _one("fleetgen_generate_elapsed_seconds", s.elapsed_s)
+        yield from self._replicas(list(s.replicas))  # a copy: a replacement may be appended meanwhile
+
+    def _replicas(self, replicas: list[ReplicaStats]) -> Iterator[Metric]:
+        values: dict[str, Callable[[ReplicaStats], float]] = {
+            "fleetgen_replica_requests_total": lambda r: r.requests,
+            "fleetgen_replica_requests_in_flight": lambda r: r.outstanding,
+            "fleetgen_replica_window": lambda r: r.window,
+            "fleetgen_replica_failures_total": lambda r: r.failures,
+            "fleetgen_replica_rejected_total": lambda r: r.rejected,
+            "fleetgen_replica_hedges_total": lambda r: r.hedges,
+            "fleetgen_replica_ejections_total": lambda r: r.ejections,
+            "fleetgen_replica_in_rotation": lambda r: 1.0 if r.in_rotation else 0.0,
+            "fleetgen_replica_output_tokens_total": lambda r: r.completion_tokens,
+        }
+        labels = [[str(r.index), safe_endpoint(r.endpoint)] for r in replicas]
+        for name, value in values.items():
+            f = _family(name)
+            for r, lv in zip(replicas, labels):
+                f.add_metric(lv, value(r))
+            yield f
+        hist = _family("fleetgen_replica_request_duration_seconds")
+        for r, lv in zip(replicas, labels):
+            counts, total = list(r.latency.counts), r.latency.sum_s
+            cumulative, buckets = 0, []
+            for le, c in zip(_LE, counts):
+                cumulative += c
+                buckets.append((le, cumulative))
+            hist.add_metric(lv, buckets, sum_value=total)
+        yield hist
+
+
+class RunCollector(Collector):
+    """The stage `fleetgen run` is in, and the supervisor's restarts per replica."""
+
+    def __init__(self) -> None:
+        self.stage: str | None = None
+        self.restarts: Callable[[], Mapping[int, int]] | None = None
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        if self.stage is not None:  # a plain `generate` is in no pipeline stage: it shows none
+            stage = _family("fleetgen_run_stage")
+            for name in STAGES:
+                stage.add_metric([name], 1.0 if name == self.stage else 0.0)
+            yield stage
+        if self.restarts is not None:
+            restarts = _family("fleetgen_replica_restarts_total")
+            for index, n in sorted(self.restarts().items()):
+                restarts.add_metric([str(index)], n)
+            yield restarts
