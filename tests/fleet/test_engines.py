@@ -10,7 +10,8 @@ from fleetgen.errors import ConfigError
 from fleetgen.fleet.config import FleetConfig
 from fleetgen.fleet.devices import cpu_shares, gpu_groups
 from fleetgen.fleet.engines import Phase, ReplicaSpec, get_engine
-from fleetgen.fleet.launcher import plan_replicas
+from fleetgen.fleet.local import LocalBackend
+from fleetgen.fleet.plan import plan_replicas
 from fleetgen.fleet.probe import compare_configs
 
 
@@ -139,7 +140,7 @@ def test_cpu_shares_are_disjoint_when_cores_suffice():
 
 def test_plan_on_cpu_gives_ports_and_cores(tmp_path: Path):
     cfg = FleetConfig(replicas=2, gpus="none", port_base=31000, state_dir=tmp_path, engine_args=["--seed", "1"])
-    specs = plan_replicas(cfg, "/m")
+    specs = plan_replicas(cfg, "/m", LocalBackend())
     assert [s.port for s in specs] == [31000, 31001]
     assert all(s.cpus for s in specs)
     assert specs[0].extra_args == ("--seed", "1")
@@ -148,7 +149,7 @@ def test_plan_on_cpu_gives_ports_and_cores(tmp_path: Path):
 
 def test_sglang_without_gpu_is_refused_with_a_hint(tmp_path: Path):
     with pytest.raises(ConfigError, match="needs a GPU"):
-        plan_replicas(FleetConfig(engine="sglang", gpus="none", state_dir=tmp_path), "/m")
+        plan_replicas(FleetConfig(engine="sglang", gpus="none", state_dir=tmp_path), "/m", LocalBackend())
 
 
 def test_gpus_flag_is_validated():

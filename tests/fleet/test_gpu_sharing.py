@@ -9,12 +9,13 @@ import pytest
 from pydantic import ValidationError
 
 from fleetgen.errors import ConfigError
-from fleetgen.fleet import launcher
+from fleetgen.fleet import local, verify
 from fleetgen.fleet.config import FleetConfig
 from fleetgen.fleet.devices import GpuInfo, gpu_groups, sharing_waves
 from fleetgen.fleet.engines import get_engine
 from fleetgen.fleet.engines.base import flag_value, without_flag
 from fleetgen.fleet.engines.sglang import shared_fraction
+from fleetgen.fleet.plan import plan_replicas
 
 
 def test_groups_serve_several_replicas_round_robin():
@@ -46,10 +47,10 @@ def test_each_replica_gets_an_equal_share_of_the_whole_gpu():
 
 def _plan(monkeypatch, tmp_path, engine: str, args: list[str], gpus: int = 1, replicas: int = 2):
     fake = [GpuInfo(i, "NVIDIA H200", 141 << 30, (9, 0)) for i in range(gpus)]
-    monkeypatch.setattr(launcher, "discover_gpus", lambda: fake)
+    monkeypatch.setattr(local, "discover_gpus", lambda: fake)
     cfg = FleetConfig(engine=engine, model="/models/m", gpus="all", replicas=replicas, replicas_per_gpu=2,
                       engine_args=args, state_dir=tmp_path)
-    specs = launcher.plan_replicas(cfg, "/models/m")
+    specs = plan_replicas(cfg, "/models/m", local.LocalBackend())
     return specs, [get_engine(engine).command(s, "python") for s in specs]
 
 
@@ -102,7 +103,7 @@ def test_memory_shares_differ_softly_only_where_replicas_share_a_gpu(capsys):
                {"mem_fraction_static": 0.667, "max_total_num_tokens": 1769572}]
     replicas = [ReplicaState(index=i, endpoint=f"http://127.0.0.1:{30000 + i}", pid=1, create_time=0.0, engine="sglang",
                              model="m", served_model_name="m", log_path="x", command=[]) for i in range(2)]
-    launcher.record_configs(replicas, configs, launcher.SOFT_CONFIG_FIELDS | launcher.SHARING_SOFT_FIELDS)
+    verify.record_configs(replicas, configs, verify.SOFT_CONFIG_FIELDS | verify.SHARING_SOFT_FIELDS)
     assert "mem_fraction_static" in capsys.readouterr().err
     with pytest.raises(ConfigMismatchError, match="mem_fraction_static"):
-        launcher.record_configs(replicas, configs)
+        verify.record_configs(replicas, configs)

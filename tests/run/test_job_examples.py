@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from fleetgen.errors import ConfigError
-from fleetgen.fleet import launcher
+from fleetgen.fleet import local
 from fleetgen.fleet.devices import GpuInfo
 from fleetgen.fleet.engines import get_engine
+from fleetgen.fleet.plan import plan_replicas
 from fleetgen.run import load_job
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -26,8 +27,8 @@ def test_seed_job_loads_and_its_8_command_lines_parse_with_sglang(monkeypatch):
     job = load_job(EXAMPLES / "qwen36-27b-8gpu.yaml")
     assert job.generate.samples == 3 and job.mix.total == 193000
     fake = [GpuInfo(i, "NVIDIA RTX PRO 6000 Blackwell", 96 << 30, (12, 0)) for i in range(8)]
-    monkeypatch.setattr(launcher, "discover_gpus", lambda: fake)
-    specs = launcher.plan_replicas(job.fleet, job.fleet.model)
+    monkeypatch.setattr(local, "discover_gpus", lambda: fake)
+    specs = plan_replicas(job.fleet, job.fleet.model, local.LocalBackend())
     assert [s.gpus for s in specs] == [(i,) for i in range(8)]
     assert len({s.port for s in specs}) == 8
     argvs = [get_engine("sglang").command(s, "python") for s in specs]

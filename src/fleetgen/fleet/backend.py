@@ -1,60 +1,82 @@
-"""Where a fleet's replicas run (local processes or Ray actors): liveness, usage, restart and stop.
+"""The seam between fleetgen and the place its replicas run (this machine, a Ray cluster, ...).
 
-`status`, `down` and the supervisor ask the fleet's backend instead of checking pids, so they
-work the same whether a replica is a process here or an actor on another node.
+A backend only knows how to lay out devices, start one replica's server where it runs things,
+and answer for it afterwards (alive, memory, stop). Everything else a fleet does — planning the
+specs, the doctor, waiting with the phase line, verification, recording the state, the
+warm-first start and restarts — lives once in `launcher` and `verify` and drives any backend
+through this protocol. docs/backends.md says how to add one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
-from fleetgen.fleet.launcher import ProgressCallback, restart_replica
-from fleetgen.fleet.process import is_alive, stop_processes
+from fleetgen.fleet.config import FleetConfig
+from fleetgen.fleet.engines.base import Engine, ReplicaSpec
+from fleetgen.fleet.logtail import LogFollower
 from fleetgen.fleet.state import FleetState, ReplicaState
+
+Liveness = Callable[[], str | None]
+"""Why a starting server is gone (e.g. 'the server exited with code 1'), or None while it runs."""
+
+
+class Devices(NamedTuple):
+    """The GPUs and CPU cores one replica gets; empty where the backend assigns them at start."""
+
+    gpus: tuple[int, ...] = ()
+    cpus: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One replica to start: what runs (engine, spec, interpreter, environment) and where its log goes."""
+
+    engine: Engine
+    spec: ReplicaSpec
+    python: str | None  # None: the interpreter of the place the replica runs
+    env: dict[str, str]
+    log_path: Path  # on this machine; a backend that runs elsewhere keeps the log there and reports its path
+    replacement: bool = False  # a restart: the old server's port may linger, a backend may pick another
+
+
+@dataclass
+class StartedReplica:
+    """A replica whose server was started (not yet verified): what the state records, and how to watch it."""
+
+    replica: ReplicaState
+    gone: Liveness
+    log: LogFollower
 
 
 class Backend(Protocol):
+    """Where a fleet's replicas run. `launcher.up` and `launcher.restart_replica` drive it."""
+
+    name: str
+    """Recorded as the state's `backend`; `backends.backend_for` maps it back to the class."""
+
+    on_this_machine: bool
+    """Replicas run here: the doctor, the port check, the command check and this interpreter apply to them."""
+
+    def fleet_fields(self) -> dict[str, object]:
+        """The FleetState fields that say where this fleet runs (backend name, cluster address, ids)."""
+
+    def layout(self, config: FleetConfig, count: int | None = None) -> list[Devices]:
+        """One Devices per replica; `count` is the size of a running fleet (a restart keeps its layout)."""
+
+    async def start(self, config: FleetConfig, launch: Launch) -> StartedReplica:
+        """Start one replica's server where this backend runs things and describe it for the state."""
+
     def alive(self, replica: ReplicaState) -> bool:
         """The replica's server process still runs (not whether it answers)."""
 
     def usage(self, replica: ReplicaState) -> tuple[float | None, float | None]:
         """(memory MiB, GPU memory MiB) of the replica's processes; None where unknown."""
 
-    async def restart(
-        self, state_dir: Path, index: int, *, api_key: str | None = None, on_progress: ProgressCallback | None = None
-    ) -> ReplicaState:
-        """Replace replica `index` with a verified one and record it in the state."""
+    def stop_replica(self, replica: ReplicaState, grace_s: float) -> int:
+        """Stop one replica's server tree and free what holds it; returns how many processes were stopped."""
 
     def stop(self, state: FleetState, grace_s: float) -> int:
-        """Stop every replica; returns how many processes were stopped."""
-
-
-class LocalBackend:
-    """Replicas are detached processes on this machine."""
-
-    def alive(self, replica: ReplicaState) -> bool:
-        return is_alive(replica.pid, replica.create_time)
-
-    def usage(self, replica: ReplicaState) -> tuple[float | None, float | None]:
-        from fleetgen.fleet.status import gpu_memory_of, memory_of
-
-        if not self.alive(replica):
-            return None, None
-        return memory_of(replica), (gpu_memory_of(replica) if replica.gpus else None)
-
-    async def restart(
-        self, state_dir: Path, index: int, *, api_key: str | None = None, on_progress: ProgressCallback | None = None
-    ) -> ReplicaState:
-        return await restart_replica(state_dir, index, api_key=api_key, on_progress=on_progress)
-
-    def stop(self, state: FleetState, grace_s: float) -> int:
-        return len(stop_processes([(r.pid, r.create_time) for r in state.replicas], grace_s=grace_s))
-
-
-def backend_for(state: FleetState) -> Backend:
-    if state.backend == "ray":
-        from fleetgen.fleet.ray_backend import RayBackend
-
-        return RayBackend(state)
-    return LocalBackend()
+        """Stop every replica of the fleet and anything a cut-short start left; returns processes stopped."""

@@ -1,10 +1,9 @@
 """Ray backend: each replica is a detached Ray actor that runs the engine server on its node.
 
 Ray places the replicas (one STRICT_PACK placement group per replica, so a TP group stays on
-one node), each actor starts the server with the same Engine command line and environment a
-local fleet uses, and the client verifies every replica exactly as for a local fleet
-(`launcher.wait_ready`). The fleet state records each replica's node, endpoint and actor, so
-`status`, `down`, `generate`, `run` and the supervisor read it like any fleet.
+one node) and each actor starts its server through `spawn`, with the Engine command line and
+environment a local fleet uses. Planning, waiting, verification and the state are `launcher`'s,
+as for every backend; this module only places, starts and answers for actors.
 """
 
 from __future__ import annotations
@@ -25,13 +24,17 @@ from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from fleetgen.errors import ConfigError, FleetError, PortInUseError
-from fleetgen.fleet import launcher
+from fleetgen.fleet.backend import Devices, Launch, Liveness, StartedReplica
 from fleetgen.fleet.config import FleetConfig
 from fleetgen.fleet.devices import claim_cores
 from fleetgen.fleet.engines import ReplicaSpec, get_engine
-from fleetgen.fleet.launcher import ProgressCallback
 from fleetgen.fleet.logtail import LogFollower
-from fleetgen.fleet.state import FleetState, ReplicaState, clear_state, ensure_state_dir, read_state, write_state
+from fleetgen.fleet.net import check_port_free, free_port
+from fleetgen.fleet.plan import engine_cache_dir
+from fleetgen.fleet.process import stop_processes
+from fleetgen.fleet.spawn import describe, spawn
+from fleetgen.fleet.state import FleetState, ReplicaState
+from fleetgen.fleet.usage import gpu_memory_of, memory_of
 
 NAMESPACE = "fleetgen"
 # Calls to a replica's actor are tiny; longer than this means its node is unreachable.
@@ -89,9 +92,7 @@ class ReplicaServer:
         bind_all: bool,
         any_port: bool,
         cpu_cores: int,
-    ) -> dict[str, Any]:
-        import psutil
-
+    ) -> ReplicaState:
         from fleetgen.models import resolve_model
 
         engine = get_engine(engine_name)
@@ -106,37 +107,30 @@ class ReplicaServer:
             host=spec.host if bind_all else node_ip,
             gpus=gpus,
             cpus=cpus,
-            cache_dir=launcher.engine_cache_dir(engine.name, spec.index),
+            cache_dir=engine_cache_dir(engine.name, spec.index),
         )
         try:
-            launcher.check_port_free(spec.host, spec.port)
+            check_port_free(spec.host, spec.port)
         except PortInUseError:
             if not any_port:
                 raise
             # A replacement: the dead server's port may linger in TIME_WAIT; the endpoint is reported anyway.
-            spec = dataclasses.replace(spec, port=_free_port(spec.host))
+            spec = dataclasses.replace(spec, port=free_port(spec.host))
         log_dir = Path(tempfile.gettempdir()) / "fleetgen-ray" / fleet_id
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_dir / f"replica-{spec.index}.log"
         self.log_path.write_bytes(b"")
         python = python or sys.executable
-        self.proc = launcher.spawn(engine, spec, self.log_path, python, extra_env)
-        self.ctime = psutil.Process(self.proc.pid).create_time()
+        self.proc = spawn(engine, spec, self.log_path, python, extra_env)
         self.sentinel = subprocess.Popen(
             [sys.executable, "-c", _SENTINEL, str(self.proc.pid)], stdin=subprocess.DEVNULL, start_new_session=True
         )
-        return {
-            "endpoint": f"http://{node_ip}:{spec.port}",
-            "node": node_ip,
-            "node_id": ray.get_runtime_context().get_node_id(),
-            "pid": self.proc.pid,
-            "create_time": self.ctime,
-            "model": spec.model,
-            "gpus": list(gpus),
-            "cpus": list(cpus),
-            "log_path": str(self.log_path),
-            "command": launcher._redact(engine.command(spec, python), spec.api_key),
-        }
+        replica = describe(
+            engine, spec, self.proc.pid, self.log_path, python, f"http://{node_ip}:{spec.port}",
+            node=node_ip, node_id=ray.get_runtime_context().get_node_id(),
+        )
+        self.ctime = replica.create_time
+        return replica
 
     def poll(self) -> int | None:
         """None while the server runs, else its exit code."""
@@ -150,8 +144,6 @@ class ReplicaServer:
             return f.read(1 << 20)
 
     def usage(self) -> tuple[float | None, float | None]:
-        from fleetgen.fleet.status import gpu_memory_of, memory_of
-
         if self.proc is None or self.proc.poll() is not None:
             return None, None
         me = ReplicaState.model_construct(pid=self.proc.pid, create_time=self.ctime, gpus=[int(g) for g in ray.get_gpu_ids()])
@@ -159,8 +151,6 @@ class ReplicaServer:
 
     def stop(self, grace_s: float) -> int:
         """Stop the server's process tree; the actor itself is killed by the caller."""
-        from fleetgen.fleet.process import stop_processes
-
         stopped = stop_processes([(self.proc.pid, self.ctime)], grace_s=grace_s) if self.proc else []
         if self.sentinel is not None:
             self.sentinel.kill()
@@ -169,14 +159,6 @@ class ReplicaServer:
             os.close(fd)
         self.core_locks = []
         return len(stopped)
-
-
-def _free_port(host: str) -> int:
-    import socket
-
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 class ActorLogFollower(LogFollower):
@@ -193,7 +175,7 @@ class ActorLogFollower(LogFollower):
             return b""
 
 
-def actor_liveness(actor: Any) -> launcher.Liveness:
+def actor_liveness(actor: Any) -> Liveness:
     def gone() -> str | None:
         try:
             code = ray.get(actor.poll.remote(), timeout=ACTOR_CALL_TIMEOUT_S)
@@ -233,171 +215,6 @@ def _names(fleet_id: str, index: int) -> str:
     return f"fleetgen-{fleet_id}-replica-{index}-{uuid.uuid4().hex[:6]}"
 
 
-async def _launch(
-    config: FleetConfig,
-    spec: ReplicaSpec,
-    on_gpu: bool,
-    python: str | None,
-    extra_env: dict[str, str],
-    fleet_id: str,
-    *,
-    replacement: bool = False,
-) -> tuple[ReplicaState, Any]:
-    """Place, start and describe one replica (not yet verified)."""
-    name = _names(fleet_id, spec.index)
-    bundle = _bundle(config, on_gpu)
-    pg = placement_group([bundle], strategy="STRICT_PACK", name=name, lifetime="detached")
-    try:
-        await asyncio.wait_for(pg.ready(), timeout=config.ray_schedule_timeout_s)
-    except (TimeoutError, asyncio.TimeoutError):
-        remove_placement_group(pg)
-        raise FleetError(
-            f"Ray cannot place replica {spec.index} ({bundle}) within {config.ray_schedule_timeout_s:.0f}s; "
-            f"available: {ray.available_resources()}",
-            hint="add nodes, free resources, or ask for fewer replicas (--replicas)",
-        ) from None
-    actor = ReplicaServer.options(
-        name=name,
-        namespace=NAMESPACE,
-        lifetime="detached",
-        num_cpus=config.ray_num_cpus,
-        num_gpus=config.tp if on_gpu else 0,
-        resources=dict(config.ray_resources),
-        scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=0),
-    ).remote()
-    bind_all = config.host in ("0.0.0.0", "::")
-    try:
-        info = await actor.start.remote(
-            get_engine(config.engine).name, spec, python, extra_env, fleet_id, bind_all, replacement,
-            0 if on_gpu else max(1, int(config.ray_num_cpus)),
-        )
-    except RayError as e:
-        _kill(name)
-        raise FleetError(f"replica {spec.index} could not start on Ray: {e}", hint="read the actor's error above") from None
-    replica = ReplicaState(
-        index=spec.index,
-        endpoint=info["endpoint"],
-        pid=info["pid"],
-        create_time=info["create_time"],
-        engine=config.engine,
-        model=info["model"],
-        served_model_name=spec.served_model_name,
-        gpus=info["gpus"],
-        cpus=info["cpus"],
-        log_path=info["log_path"],
-        command=info["command"],
-        node=info["node"],
-        node_id=info["node_id"],
-        actor=name,
-    )
-    return replica, actor
-
-
-async def _verify(config: FleetConfig, replica: ReplicaState, actor: Any, api_key: str | None, on_progress) -> dict:
-    engine = get_engine(config.engine)
-    follower = ActorLogFollower(actor, replica.log_path)
-    return await launcher.wait_ready(engine, replica, actor_liveness(actor), config, api_key, on_progress, follower=follower)
-
-
-def _plan(config: FleetConfig, on_gpu: bool) -> list[ReplicaSpec]:
-    if config.replicas:
-        n = config.replicas
-    elif on_gpu:
-        n = int(ray.cluster_resources().get("GPU", 0)) // config.tp
-        if n < 1:
-            raise ConfigError(f"the Ray cluster has fewer GPUs than --tp {config.tp}", hint="lower --tp")
-    else:
-        n = 1
-    # The model is resolved on each node (paths must exist there; 'smollm2' is prepared there).
-    return launcher.replica_specs(config, config.model, [()] * n, [()] * n)
-
-
-async def up_ray(config: FleetConfig, *, on_progress: ProgressCallback | None = None, python: str | None = None) -> FleetState:
-    """Start the fleet as Ray actors and return its state once every replica is verified."""
-    state_dir = ensure_state_dir(config.state_dir)
-    _refuse_running_fleet(state_dir)
-    connect(config.ray)
-    on_gpu = _use_gpus(config)
-    specs = _plan(config, on_gpu)
-    python = python or config.python  # None: each actor's own interpreter
-    if not launcher.api_key_of(config):
-        print(
-            "warning: Ray replicas listen on their node's address without an API key: anyone who reaches "
-            "the node can use them (set --api-key or FLEETGEN_API_KEY)",
-            file=sys.stderr,
-        )
-    extra_env = launcher.preflight(config.model_copy(update={"doctor": False}), specs, python or sys.executable)
-    fleet_id = uuid.uuid4().hex[:8]
-    state = FleetState(
-        engine=config.engine,
-        model=config.model,
-        served_model_name=specs[0].served_model_name,
-        api_key_required=bool(specs[0].api_key),
-        max_running_requests=config.max_running_requests,
-        python=python,
-        config=config.model_dump(mode="json", exclude={"api_key"}),
-        backend="ray",
-        ray_address=ray.get_runtime_context().gcs_address,
-        fleet_id=fleet_id,
-    )
-    write_state(state_dir, state)  # so `down` finds the actors even if `up` is killed while waiting
-    launched: list[tuple[ReplicaState, Any]] = []
-    try:
-        tasks = [asyncio.ensure_future(_launch(config, s, on_gpu, python, extra_env, fleet_id)) for s in specs]
-        try:
-            for t in tasks:
-                launched.append(await t)
-                state.replicas = sorted((r for r, _ in launched), key=lambda r: r.index)
-                write_state(state_dir, state)
-        except BaseException:
-            for t in tasks:
-                t.cancel()
-            # Replicas placed before the failure: record them so the cleanup below reaches them.
-            for t in tasks:
-                if t.done() and not t.cancelled() and t.exception() is None and t.result() not in launched:
-                    launched.append(t.result())
-            raise
-        configs = await asyncio.gather(
-            *(_verify(config, r, a, specs[0].api_key, on_progress) for r, a in launched)
-        )
-        launcher.record_configs([r for r, _ in launched], list(configs))
-        state.model = launched[0][0].model
-        state.replicas = [r for r, _ in launched]
-        write_state(state_dir, state)
-        return state
-    except BaseException:
-        for r, _ in launched:
-            _stop_replica(r, grace_s=min(config.stop_grace_s, 10))
-        _kill_fleet_leftovers(fleet_id)
-        clear_state(state_dir)
-        raise
-
-
-async def restart_ray_replica(
-    state_dir: Path, index: int, *, api_key: str | None = None, on_progress: ProgressCallback | None = None
-) -> ReplicaState:
-    """Replace replica `index` with a new actor wherever Ray finds room (its node may be gone)."""
-    state = read_state(state_dir)
-    connect(state.ray_address)
-    config = FleetConfig.model_validate({**state.config, "api_key": api_key})
-    old = state.replicas[index]
-    _stop_replica(old, grace_s=min(config.stop_grace_s, 10))
-    on_gpu = _use_gpus(config)
-    spec = launcher.replica_specs(config, config.model, [()] * len(state.replicas), [()] * len(state.replicas))[index]
-    extra_env = launcher.preflight(config.model_copy(update={"doctor": False}), [spec], state.python or sys.executable)
-    replica, actor = await _launch(
-        config, spec, on_gpu, state.python, extra_env, state.fleet_id or "x", replacement=True
-    )
-    launcher._record_replica(state_dir, replica)
-    try:
-        replica.effective_config = await _verify(config, replica, actor, spec.api_key, on_progress)
-    except BaseException:
-        _stop_replica(replica, grace_s=5)
-        raise
-    launcher._record_replica(state_dir, replica)
-    return replica
-
-
 def _actor(name: str | None) -> Any | None:
     if not name:
         return None
@@ -418,51 +235,77 @@ def _kill(name: str) -> None:
     remove_placement_group(pg)
 
 
-def _stop_replica(replica: ReplicaState, grace_s: float) -> int:
-    """Stop the server through its actor (on its node), then kill the actor and free its placement group."""
-    stopped = 0
-    actor = _actor(replica.actor)
-    if actor is not None:
-        try:
-            stopped = ray.get(actor.stop.remote(grace_s), timeout=grace_s + ACTOR_CALL_TIMEOUT_S)
-        except (RayError, GetTimeoutError):
-            pass  # the node is gone, and the server with it (the sentinel kills it when only the actor died)
-    if replica.actor:
-        _kill(replica.actor)
-    return stopped
-
-
-def _kill_fleet_leftovers(fleet_id: str) -> None:
+def _kill_fleet_leftovers(backend: RayBackend, fleet_id: str) -> None:
     """Actors and placement groups of this fleet not (yet) in the state: a launch cut short."""
     prefix = f"fleetgen-{fleet_id}-"
     for info in ray.util.list_named_actors(all_namespaces=True):
         if info.get("namespace") == NAMESPACE and info.get("name", "").startswith(prefix):
-            _stop_replica(ReplicaState.model_construct(actor=info["name"]), grace_s=5)
+            backend.stop_replica(ReplicaState.model_construct(actor=info["name"]), grace_s=5)
     for pg_info in ray.util.placement_group_table().values():
         if pg_info.get("name", "").startswith(prefix) and pg_info.get("state") != "REMOVED":
             _kill(pg_info["name"])
 
 
-def _refuse_running_fleet(state_dir: Path) -> None:
-    try:
-        existing = read_state(state_dir)
-    except FleetError:
-        return
-    from fleetgen.fleet.backend import backend_for
-
-    if any(backend_for(existing).alive(r) for r in existing.replicas):
-        raise FleetError(
-            f"a fleet is already running from {state_dir}",
-            hint="run `fleetgen down` first, or pass another --state DIR",
-        )
-
-
 class RayBackend:
-    """Replicas are Ray actors; every question goes to the replica's actor on its node."""
+    """Replicas are Ray actors wherever the cluster has room; every question goes to the replica's actor."""
 
-    def __init__(self, state: FleetState) -> None:
-        self.state = state
-        connect(state.ray_address)
+    name = "ray"
+    on_this_machine = False
+
+    def __init__(self, address: str | None, fleet_id: str | None = None) -> None:
+        """Join the cluster; a fleet about to start gets a fresh id (the prefix of its actors' names)."""
+        connect(address)
+        self.fleet_id = fleet_id or uuid.uuid4().hex[:8]
+
+    def fleet_fields(self) -> dict[str, object]:
+        return {"backend": self.name, "ray_address": ray.get_runtime_context().gcs_address, "fleet_id": self.fleet_id}
+
+    def layout(self, config: FleetConfig, count: int | None = None) -> list[Devices]:
+        """Devices are Ray's to assign at placement; only the count is planned (default: cluster GPUs // tp)."""
+        on_gpu = _use_gpus(config)
+        n = count or config.replicas
+        if n is None and on_gpu:
+            n = int(ray.cluster_resources().get("GPU", 0)) // config.tp
+            if n < 1:
+                raise ConfigError(f"the Ray cluster has fewer GPUs than --tp {config.tp}", hint="lower --tp")
+        return [Devices()] * (n or 1)
+
+    async def start(self, config: FleetConfig, launch: Launch) -> StartedReplica:
+        """Place one replica (a STRICT_PACK placement group), create its actor and start the server there."""
+        spec = launch.spec
+        on_gpu = _use_gpus(config)
+        name = _names(self.fleet_id, spec.index)
+        bundle = _bundle(config, on_gpu)
+        pg = placement_group([bundle], strategy="STRICT_PACK", name=name, lifetime="detached")
+        try:
+            await asyncio.wait_for(pg.ready(), timeout=config.ray_schedule_timeout_s)
+        except (TimeoutError, asyncio.TimeoutError):
+            remove_placement_group(pg)
+            raise FleetError(
+                f"Ray cannot place replica {spec.index} ({bundle}) within {config.ray_schedule_timeout_s:.0f}s; "
+                f"available: {ray.available_resources()}",
+                hint="add nodes, free resources, or ask for fewer replicas (--replicas)",
+            ) from None
+        actor = ReplicaServer.options(
+            name=name,
+            namespace=NAMESPACE,
+            lifetime="detached",
+            num_cpus=config.ray_num_cpus,
+            num_gpus=config.tp if on_gpu else 0,
+            resources=dict(config.ray_resources),
+            scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=0),
+        ).remote()
+        bind_all = config.host in ("0.0.0.0", "::")
+        try:
+            replica = await actor.start.remote(
+                launch.engine.name, spec, launch.python, launch.env, self.fleet_id, bind_all, launch.replacement,
+                0 if on_gpu else max(1, int(config.ray_num_cpus)),
+            )
+        except RayError as e:
+            _kill(name)
+            raise FleetError(f"replica {spec.index} could not start on Ray: {e}", hint="read the actor's error above") from None
+        replica.actor = name
+        return StartedReplica(replica, actor_liveness(actor), ActorLogFollower(actor, replica.log_path))
 
     def alive(self, replica: ReplicaState) -> bool:
         actor = _actor(replica.actor)
@@ -477,13 +320,21 @@ class RayBackend:
         except (RayError, GetTimeoutError):
             return None, None
 
-    async def restart(
-        self, state_dir: Path, index: int, *, api_key: str | None = None, on_progress: ProgressCallback | None = None
-    ) -> ReplicaState:
-        return await restart_ray_replica(state_dir, index, api_key=api_key, on_progress=on_progress)
+    def stop_replica(self, replica: ReplicaState, grace_s: float) -> int:
+        """Stop the server through its actor (on its node), then kill the actor and free its placement group."""
+        stopped = 0
+        actor = _actor(replica.actor)
+        if actor is not None:
+            try:
+                stopped = ray.get(actor.stop.remote(grace_s), timeout=grace_s + ACTOR_CALL_TIMEOUT_S)
+            except (RayError, GetTimeoutError):
+                pass  # the node is gone, and the server with it (the sentinel kills it when only the actor died)
+        if replica.actor:
+            _kill(replica.actor)
+        return stopped
 
     def stop(self, state: FleetState, grace_s: float) -> int:
-        stopped = sum(_stop_replica(r, grace_s) for r in state.replicas)
+        stopped = sum(self.stop_replica(r, grace_s) for r in state.replicas)
         if state.fleet_id:
-            _kill_fleet_leftovers(state.fleet_id)  # replacements that never made it into the state
+            _kill_fleet_leftovers(self, state.fleet_id)  # replacements that never made it into the state
         return stopped

@@ -91,3 +91,10 @@ def read_state(state_dir: Path) -> FleetState:
 
 def clear_state(state_dir: Path) -> None:
     state_path(state_dir).unlink(missing_ok=True)
+
+
+def record_replica(state_dir: Path, replica: ReplicaState) -> None:
+    """Put one replica into the state on disk; re-read before writing: several may be restarted at once."""
+    state = read_state(state_dir)
+    state.replicas[replica.index] = replica
+    write_state(state_dir, state)

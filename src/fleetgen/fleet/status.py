@@ -7,12 +7,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import aiohttp
-import psutil
 
 from fleetgen.fleet import probe
-from fleetgen.fleet.backend import backend_for
+from fleetgen.fleet.backends import backend_for
 from fleetgen.fleet.engines import get_engine
-from fleetgen.fleet.process import process_tree
 from fleetgen.fleet.state import FleetState, ReplicaState, read_state
 
 
@@ -80,37 +78,3 @@ async def fleet_status(state_dir: Path, *, api_key: str | None = None, sample_s:
         statuses = await asyncio.gather(*(one(r) for r in state.replicas))
     return state, list(statuses)
 
-
-def memory_of(replica: ReplicaState) -> float:
-    """Proportional set size of the replica's process tree: shared torch pages counted once."""
-    total = 0
-    for p in process_tree(replica.pid, replica.create_time):
-        try:
-            info = p.memory_full_info()
-            total += getattr(info, "pss", info.rss)
-        except psutil.Error:
-            pass
-    return total / 2**20
-
-
-def gpu_memory_of(replica: ReplicaState) -> float | None:
-    """GPU memory held by this replica's own process tree (NVML), not by whoever shares its GPU."""
-    try:
-        import pynvml
-    except ImportError:
-        return None
-    pids = {p.pid for p in process_tree(replica.pid, replica.create_time)}
-    try:
-        pynvml.nvmlInit()
-    except Exception:
-        return None
-    try:
-        used = 0
-        for gpu in replica.gpus:
-            h = pynvml.nvmlDeviceGetHandleByIndex(gpu)
-            for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(h):
-                if proc.pid in pids and proc.usedGpuMemory:
-                    used += proc.usedGpuMemory
-        return used / 2**20
-    finally:
-        pynvml.nvmlShutdown()

@@ -12,8 +12,10 @@ import aiohttp
 
 from fleetgen.errors import FleetgenError
 from fleetgen.fleet import probe
+from fleetgen.fleet.backend import Backend
+from fleetgen.fleet.backends import backend_for
 from fleetgen.fleet.engines import get_engine
-from fleetgen.fleet.backend import Backend, backend_for
+from fleetgen.fleet.launcher import restart_replica
 from fleetgen.fleet.state import ReplicaState, read_state
 
 
@@ -67,7 +69,7 @@ class Supervisor:
 
     @property
     def backend(self) -> Backend:
-        """Local processes or Ray actors: who answers "alive?" and who restarts."""
+        """Local processes or Ray actors: who answers "alive?"; restarts go through `launcher.restart_replica`."""
         if self._backend is None:
             self._backend = backend_for(read_state(self.state_dir))
         return self._backend
@@ -137,7 +139,7 @@ class Supervisor:
         await asyncio.sleep(self.backoff_s * (2**watch.restarts))
         watch.restarts += 1
         try:
-            replica = await self.backend.restart(self.state_dir, index, api_key=self.api_key)
+            replica = await restart_replica(self.state_dir, index, api_key=self.api_key)
             self._emit(SupervisorEvent(index, "restarted", f"pid {replica.pid}"))
         except FleetgenError as e:
             self._emit(SupervisorEvent(index, "restart_failed", e.message))

@@ -18,7 +18,9 @@ from fleetgen.fleet.engines.sglang_versions import flag_notes, version_tuple
 from fleetgen.fleet.engines.sglang_validate import (
     DEFAULT_PYTHON, Verdicts, check_command_lines, raise_for_rejected, sglang_python, validate_command_lines,
 )
-from fleetgen.fleet import launcher
+from fleetgen.fleet import local
+from fleetgen.fleet.plan import plan_replicas
+from fleetgen.fleet.spawn import redact
 
 SEED_ARGS = [
     "--reasoning-parser", "qwen3", "--attention-backend", "flashinfer", "--mem-fraction-static", "0.85",
@@ -52,13 +54,13 @@ def spec(**kw) -> ReplicaSpec:
 def seed_commands(monkeypatch, tmp_path) -> list[list[str]]:
     """The seed job's 8 replicas, planned by fleetgen's real planner on a pretend 8-GPU node."""
     fake = [GpuInfo(i, "NVIDIA RTX PRO 6000", 96 << 30, (12, 0)) for i in range(8)]
-    monkeypatch.setattr(launcher, "discover_gpus", lambda: fake)
+    monkeypatch.setattr(local, "discover_gpus", lambda: fake)
     config = FleetConfig(
         engine="sglang", model="/models/Qwen3.6-27B", served_model_name="qwen36", gpus="all", tp=1,
         max_running_requests=64, context_length=8192, engine_args=SEED_ARGS, state_dir=tmp_path,
         tool_call_parser="qwen3_coder",
     )
-    specs = launcher.plan_replicas(config, "/models/Qwen3.6-27B")
+    specs = plan_replicas(config, "/models/Qwen3.6-27B", local.LocalBackend())
     assert len(specs) == 8
     eng = get_engine("sglang")
     return [eng.command(s, "python") for s in specs]
@@ -203,7 +205,7 @@ def test_api_key_is_on_argv_only_and_redacted_in_state_record():
     s = spec(api_key=SECRET)
     cmd = eng.command(s, "py")
     assert cmd[cmd.index("--api-key") + 1] == SECRET
-    assert SECRET not in " ".join(launcher._redact(cmd, SECRET))
+    assert SECRET not in " ".join(redact(cmd, SECRET))
     assert SECRET not in repr(eng.environment(s))
 
 

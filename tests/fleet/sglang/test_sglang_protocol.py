@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from fleetgen.errors import ReplicaStartError
-from fleetgen.fleet import launcher, probe
+from fleetgen.fleet import net, probe, spawn, verify
 from fleetgen.fleet.config import FleetConfig
 from fleetgen.fleet.engines import Phase, ReplicaSpec
 from fleetgen.fleet.engines.sglang import SglangEngine
@@ -52,12 +52,12 @@ def start(engine: StandinSglang, tmp: Path, index: int = 0, **kw) -> tuple[Repli
                        port=free_port(), max_running_requests=64, context_length=8192, extra_args=SEED_ARGS, **kw)
     log = tmp / f"replica-{index}.log"
     log.write_bytes(b"")
-    proc = launcher.spawn(engine, spec, log, sys.executable, {})
+    proc = spawn.spawn(engine, spec, log, sys.executable, {})
     cmd = engine.command(spec, sys.executable)
-    state = ReplicaState(index=index, endpoint=launcher.endpoint_of(spec), pid=proc.pid,
+    state = ReplicaState(index=index, endpoint=net.endpoint_of(spec), pid=proc.pid,
                          create_time=psutil.Process(proc.pid).create_time(), engine="sglang", model=spec.model,
                          served_model_name=spec.served_model_name, log_path=str(log),
-                         command=launcher._redact(cmd, spec.api_key))
+                         command=spawn.redact(cmd, spec.api_key))
     return state, proc, spec
 
 
@@ -92,7 +92,7 @@ def test_readiness_goes_refused_then_up_not_ready_then_ready_then_probe(tmp_path
                 await asyncio.sleep(0.1)
             health, _ = await probe.health(s, replica.endpoint, engine)
             assert health == 503  # up, not ready: SGLang is still Starting
-        return await launcher.wait_ready(engine, replica, proc, config(tmp_path), SECRET,
+        return await verify.wait_ready(engine, replica, proc, config(tmp_path), SECRET,
                                           lambda p: seen.append(p.phase))
 
     try:
@@ -118,7 +118,7 @@ def test_fatal_log_line_fails_fast_with_the_kv_pool_hint(tmp_path):
     replica, proc, _ = start(engine, tmp_path)
     try:
         with pytest.raises(ReplicaStartError) as err:
-            asyncio.run(launcher.wait_ready(engine, replica, proc, config(tmp_path), None, None))
+            asyncio.run(verify.wait_ready(engine, replica, proc, config(tmp_path), None, None))
     finally:
         stop(replica)
     assert "Not enough memory" in str(err.value)
@@ -158,7 +158,7 @@ def run(coro_fn):
 def test_configs_compared_field_by_field(fleet):
     eng = SglangEngine()
     configs = run(lambda s: asyncio.gather(*(probe.reported_config(s, r.endpoint, eng) for r in fleet[:2])))
-    hard, soft = probe.compare_configs(list(configs), launcher.SOFT_CONFIG_FIELDS)
+    hard, soft = probe.compare_configs(list(configs), verify.SOFT_CONFIG_FIELDS)
     assert hard == ["mem_fraction_static: replica 0=0.85, replica 1=0.8"]
     assert soft == ["max_total_num_tokens: replica 0=500000, replica 1=498000"]
 

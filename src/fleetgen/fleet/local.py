@@ -1,0 +1,62 @@
+"""Local backend: each replica is a detached process group on this machine."""
+
+from __future__ import annotations
+
+import sys
+
+from fleetgen.errors import ConfigError
+from fleetgen.fleet.backend import Devices, Launch, StartedReplica
+from fleetgen.fleet.config import FleetConfig
+from fleetgen.fleet.devices import cpu_shares, discover_gpus, gpu_groups
+from fleetgen.fleet.logtail import LogFollower
+from fleetgen.fleet.net import endpoint_of
+from fleetgen.fleet.process import is_alive, stop_processes
+from fleetgen.fleet.spawn import describe, exit_of, spawn
+from fleetgen.fleet.state import FleetState, ReplicaState
+from fleetgen.fleet.usage import gpu_memory_of, memory_of
+
+
+class LocalBackend:
+    """Replicas are detached processes here: GPU groups or core shares of this machine, logs in the state dir."""
+
+    name = "local"
+    on_this_machine = True
+
+    def fleet_fields(self) -> dict[str, object]:
+        return {"backend": self.name}
+
+    def layout(self, config: FleetConfig, count: int | None = None) -> list[Devices]:
+        available = [g.index for g in discover_gpus()] if config.gpus != "none" else []
+        if config.gpus not in ("all", "none") and not available:
+            raise ConfigError(f"--gpus {config.gpus} but no GPU is visible", hint="use --gpus none for the CPU engine")
+        replicas = count or config.replicas
+        if available:
+            groups = gpu_groups(config.gpus, config.tp, replicas, available, config.replicas_per_gpu)
+            return [Devices(gpus=g) for g in groups]
+        if config.engine != "vllm":
+            raise ConfigError(
+                f"engine {config.engine!r} needs a GPU and none is visible",
+                hint="use --engine vllm with the CPU build (pip install 'fleetgen[cpu]')",
+            )
+        return [Devices(cpus=c) for c in cpu_shares(replicas or 1)]
+
+    async def start(self, config: FleetConfig, launch: Launch) -> StartedReplica:
+        launch.log_path.write_bytes(b"")  # a fresh log: readiness reads it from the start
+        python = launch.python or sys.executable
+        proc = spawn(launch.engine, launch.spec, launch.log_path, python, launch.env)
+        replica = describe(launch.engine, launch.spec, proc.pid, launch.log_path, python, endpoint_of(launch.spec))
+        return StartedReplica(replica, exit_of(proc), LogFollower(launch.log_path))
+
+    def alive(self, replica: ReplicaState) -> bool:
+        return is_alive(replica.pid, replica.create_time)
+
+    def usage(self, replica: ReplicaState) -> tuple[float | None, float | None]:
+        if not self.alive(replica):
+            return None, None
+        return memory_of(replica), (gpu_memory_of(replica) if replica.gpus else None)
+
+    def stop_replica(self, replica: ReplicaState, grace_s: float) -> int:
+        return len(stop_processes([(replica.pid, replica.create_time)], grace_s=grace_s))
+
+    def stop(self, state: FleetState, grace_s: float) -> int:
+        return len(stop_processes([(r.pid, r.create_time) for r in state.replicas], grace_s=grace_s))

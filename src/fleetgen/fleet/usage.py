@@ -1,0 +1,43 @@
+"""How much memory a replica's process tree holds: host memory (PSS) and GPU memory (NVML)."""
+
+from __future__ import annotations
+
+import psutil
+
+from fleetgen.fleet.process import process_tree
+from fleetgen.fleet.state import ReplicaState
+
+
+def memory_of(replica: ReplicaState) -> float:
+    """Proportional set size of the replica's process tree: shared torch pages counted once."""
+    total = 0
+    for p in process_tree(replica.pid, replica.create_time):
+        try:
+            info = p.memory_full_info()
+            total += getattr(info, "pss", info.rss)
+        except psutil.Error:
+            pass
+    return total / 2**20
+
+
+def gpu_memory_of(replica: ReplicaState) -> float | None:
+    """GPU memory held by this replica's own process tree (NVML), not by whoever shares its GPU."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    pids = {p.pid for p in process_tree(replica.pid, replica.create_time)}
+    try:
+        pynvml.nvmlInit()
+    except Exception:
+        return None
+    try:
+        used = 0
+        for gpu in replica.gpus:
+            h = pynvml.nvmlDeviceGetHandleByIndex(gpu)
+            for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(h):
+                if proc.pid in pids and proc.usedGpuMemory:
+                    used += proc.usedGpuMemory
+        return used / 2**20
+    finally:
+        pynvml.nvmlShutdown()
