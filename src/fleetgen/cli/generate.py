@@ -58,7 +58,7 @@ def cmd_generate(
         bool, typer.Option("--metrics-allow-remote", help=_h(GenerateConfig, "metrics_allow_remote"))
     ] = False,
     shard: Annotated[Optional[str], typer.Option("--shard", help=_h(GenerateConfig, "shard"))] = None,
-    event_loop: Annotated[str, typer.Option(help=_h(GenerateConfig, "event_loop"))] = "auto",
+    event_loop: Annotated[str, typer.Option(help=_h(GenerateConfig, "event_loop"))] = "asyncio",
     api_key: Annotated[
         Optional[str],
         typer.Option("--api-key", envvar="FLEETGEN_API_KEY", show_envvar=True, help=_h(GenerateConfig, "api_key")),

@@ -116,10 +116,11 @@ class GenerateConfig(StrictModel):
         False, description="Allow a non-loopback metrics_host: the page shows endpoints and progress (never the API key)."
     )
     event_loop: EventLoop = Field(
-        "auto",
+        "asyncio",
         description=(
-            "The client's event loop: uvloop (optional package, `pip install 'fleetgen[fast]'`; less CPU per request), "
-            "asyncio, or auto (uvloop when installed)."
+            "The client's event loop: asyncio; uvloop (optional package, `pip install 'fleetgen[fast]'`; 7-10% less "
+            "CPU per request, opt-in: a stand-in run of persistent HTTP 500s stalled under it, see BENCHMARKS.md); "
+            "or auto (uvloop when installed)."
         ),
     )
     shard: str | None = Field(
