@@ -80,6 +80,20 @@ async def test_failing_replica_is_ejected_retried_elsewhere_and_probed_after_coo
     assert rep.index == 0 and r0.in_rotation
 
 
+async def test_a_cooldown_timer_that_fires_before_the_clock_still_lets_the_probe_go():
+    # uvloop's timers count whole milliseconds, so one can fire while time.monotonic() is still short of
+    # retry_at; a clock running at half the loop's speed makes every cool-down timer fire early.
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    policy = DispatchPolicy(backoff_base_s=0.001, backoff_max_s=0.01, cooldown_s=0.05, failures_to_eject=1, hedge=False)
+    d = Dispatcher(["http://r0"], 1, policy, clock=lambda: t0 + (loop.time() - t0) / 2, rng=random.Random(0))
+    r = await d.acquire()
+    d.release(r, failure=TransientError("connection refused"))
+    assert not r.in_rotation
+    probe = await asyncio.wait_for(d.acquire(), 1)  # without the re-armed timer this waits for give_up_after_s
+    assert probe is r
+
+
 async def test_rejection_is_not_retried_and_does_not_eject():
     d = make(hedge=False)
     calls = []

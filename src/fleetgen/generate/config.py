@@ -119,7 +119,7 @@ class GenerateConfig(StrictModel):
         "asyncio",
         description=(
             "The client's event loop: asyncio; uvloop (optional package, `pip install 'fleetgen[fast]'`; 7-10% less "
-            "CPU per request, opt-in: a stand-in run of persistent HTTP 500s stalled under it, see BENCHMARKS.md); "
+            "CPU per request; opt-in, the suite runs on asyncio); "
             "or auto (uvloop when installed)."
         ),
     )

@@ -232,7 +232,7 @@ class Dispatcher:
         r.cooldown = min(MAX_COOLDOWN_S, r.cooldown * 2 if r.cooldown else self.policy.cooldown_s)
         r.retry_at = self.clock() + r.cooldown
         loop = asyncio.get_running_loop()
-        loop.call_later(r.cooldown, self._wake)
+        loop.call_later(r.cooldown, self._cooldown_over, r)
         if not any(x.in_rotation for x in self.replicas) and self._all_down_since is None:
             self._all_down_since = self.clock()
             loop.call_later(self.policy.give_up_after_s, self._check_dead)
@@ -249,6 +249,15 @@ class Dispatcher:
             self._wake()
         else:
             asyncio.get_running_loop().call_later(self.policy.give_up_after_s - down_for, self._check_dead)
+
+    def _cooldown_over(self, r: Replica) -> None:
+        # A loop's timer can fire before our clock reaches retry_at (uvloop counts whole milliseconds):
+        # waking then would find the replica still cooling and nothing would wake the waiters again.
+        left = r.retry_at - self.clock()
+        if left > 0 and not r.in_rotation:
+            asyncio.get_running_loop().call_later(max(left, 0.001), self._cooldown_over, r)
+        else:
+            self._wake()
 
     def _wake(self) -> None:
         self._changed.set()
