@@ -157,7 +157,7 @@ class GenerateConfig(StrictModel):
 
     @model_validator(mode="after")
     def _metrics_bind(self) -> GenerateConfig:
-        from fleetgen.fleet.launcher import is_loopback
+        from fleetgen.fleet.net import is_loopback
 
         if self.metrics_port is not None and not self.metrics_allow_remote and not is_loopback(self.metrics_host):
             raise ValueError(

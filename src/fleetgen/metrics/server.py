@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
 from fleetgen.errors import ConfigError
-from fleetgen.fleet.launcher import is_loopback
+from fleetgen.fleet.net import is_loopback
 from fleetgen.generate.stats import Stats
 from fleetgen.metrics.collectors import GenerateCollector, RunCollector
 
