@@ -12,6 +12,7 @@ import errno
 import os
 import re
 import sys
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -361,6 +362,13 @@ class Journal:
             self._index_fd: int | None = os.open(self.outdir / index, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
         except OSError:
             self._index_fd = None  # no index (it could not be written): resumes read the results
+        # (results end, CRC of its last line, errors end, CRC of its last line): what is fsynced, for
+        # the resume checkpoint (watermark.py). One tuple, replaced whole after each commit.
+        ends = []
+        for fd, path in zip(self._fds, self._paths):
+            size = os.fstat(fd).st_size
+            ends += [size, (keyindex.last_line_crc(path, size) or 0) if size else 0]
+        self.ends: tuple[int, int, int, int] = tuple(ends)  # type: ignore[assignment]
 
     @classmethod
     def open(cls, outdir: Path, *, retry_errors: bool, suffix: str = "") -> tuple[Journal, DoneSet]:
@@ -389,12 +397,16 @@ class Journal:
 
     def commit(self, results: list[bytes], errors: list[bytes]) -> None:
         """Append each batch, then fsync: every line is either all there or not there at all."""
+        r_end, r_crc, e_end, e_crc = self.ends
         if results:
             data = b"".join(results)
             start = self._append(self._fds[0], self._paths[0], data)
-            self._index(results, start, start + len(data))
+            r_end, r_crc = start + len(data), zlib.crc32(results[-1])
+            self._index(results, start, r_end)
         if errors:
-            self._append(self._fds[1], self._paths[1], b"".join(errors))
+            data = b"".join(errors)
+            e_end, e_crc = self._append(self._fds[1], self._paths[1], data) + len(data), zlib.crc32(errors[-1])
+        self.ends = (r_end, r_crc, e_end, e_crc)
 
     def _index(self, lines: list[bytes], start: int, end: int) -> None:
         """Append the keys of result lines now fsynced in bytes [start, end); a failure only stops the index."""

@@ -100,19 +100,21 @@ def read_index(path: Path, on_keys: Callable[[np.ndarray], None] | None = None) 
 
 def matches_results(loaded: Loaded, results: Path) -> bool:
     """Whether the index's covered range is a prefix of these results: it ends on the very line it recorded."""
-    if loaded.end == 0:
-        return True
+    return loaded.end == 0 or last_line_crc(results, loaded.end) == loaded.last_line_crc
+
+
+def last_line_crc(path: Path, end: int) -> int | None:
+    """CRC32 of the line of `path` that ends at byte `end` (newline included); None when no line ends there."""
     try:
-        size = results.stat().st_size
+        with open(path, "rb") as f:
+            if end > os.fstat(f.fileno()).st_size:
+                return None
+            start = line_start(f, end)
+            f.seek(start)
+            line = f.read(end - start)
     except FileNotFoundError:
-        return False
-    if loaded.end > size:
-        return False
-    with open(results, "rb") as f:
-        start = line_start(f, loaded.end)
-        f.seek(start)
-        line = f.read(loaded.end - start)
-    return line.endswith(b"\n") and zlib.crc32(line) == loaded.last_line_crc
+        return None
+    return zlib.crc32(line) if line.endswith(b"\n") else None
 
 
 def line_start(f, end: int) -> int:

@@ -192,6 +192,32 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, Any | BadRow]]:
                 yield n, BadRow(n, f"malformed JSON: {e}")
 
 
+def iter_rows_at(path: Path, offset: int = 0, line: int = 1) -> Iterator[tuple[int, Any | BadRow, int]]:
+    """(line, row, byte offset where the line ends) of a JSONL file, from byte `offset` (where line `line` starts) on.
+
+    The same rows as `iter_rows`, with the offsets a resume checkpoint records (watermark.py).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"prompt file not found: {path}", hint="check the PROMPTS path")
+    loads, decode_error = orjson.loads, orjson.JSONDecodeError
+    with open(path, "rb") as f:
+        f.seek(offset)
+        end = offset
+        for n, raw in enumerate(f, start=line):
+            end += len(raw)
+            if not raw.strip():
+                continue
+            try:
+                yield n, loads(raw), end
+            except decode_error as e:
+                yield n, BadRow(n, f"malformed JSON: {e}"), end
+
+
+def is_parquet(path: Path) -> bool:
+    return Path(path).suffix.lower() in (".parquet", ".pq")
+
+
 def _iter_parquet(path: Path) -> Iterator[tuple[int, Any | BadRow]]:
     import pyarrow.parquet as pq
 

@@ -27,10 +27,13 @@ from fleetgen.generate.fleet_watch import follow_fleet
 from fleetgen.generate.complete import mark_complete, read_complete
 from fleetgen.generate.journal import DoneSet, Journal, check_identity, journal_names, write_atomic
 from fleetgen.generate.outcomes import Batch, Failed, Outcome, Skipped, record
-from fleetgen.generate.records import BadRow, PromptRecord, fingerprint, iter_rows, prompt_of, raw_id, surely_valid
+from fleetgen.generate.records import (
+    BadRow, PromptRecord, fingerprint, is_parquet, iter_rows, iter_rows_at, prompt_of, raw_id, surely_valid,
+)
 from fleetgen.generate.shard import Shard
 from fleetgen.generate.stats import Clock, Stats
 from fleetgen.generate.watch import JobWatch
+from fleetgen.generate.watermark import Progress, job_digest
 from fleetgen.generate.writer import Writer
 
 if TYPE_CHECKING:
@@ -164,14 +167,19 @@ async def _run(
             stats.finished = clock()
             return stats
         journal, done = Journal.open(outdir, retry_errors=config.retry_errors, suffix=shard.suffix)
+        progress = None if is_parquet(config.prompts) else Progress.open(
+            outdir, shard.suffix, job_digest(identity, config.samples, (shard.index, shard.count)), done, config.samples,
+            tuple(outdir / n for n in files), lambda: journal.ends,
+        )
         session = Session(config, dispatcher, http, model, config.context_length or context_length)
         writer = Writer(
             # Room for what completes during one commit interval even at low concurrency, so the
             # loop only waits on the writer when the disk is truly behind.
             journal, done, stats, queue_size=max(4 * dispatcher.capacity, WRITER_QUEUE_MIN),
             commit_interval_s=config.commit_interval_s, on_commit=on_progress,
+            on_durable=progress.advance if progress is not None else None,
         )
-        loop = _Loop(session, writer, done, stats, stop, shard)
+        loop = _Loop(session, writer, done, stats, stop, shard, progress)
         watch = asyncio.create_task(follow_fleet(config.fleet_state, dispatcher)) if config.fleet_state else None
         job_watch = JobWatch.start(config, stats, metrics)
         try:
@@ -300,10 +308,13 @@ class _Loop:
     fast_skip = True
     shard = Shard()  # the whole job, unless the run is one of N shards
     next_resumed = 0  # what a resume after this run counts as already done (see complete.py)
+    progress: Progress | None = None  # the resume checkpoint: where this run starts reading, what it records
 
-    def __init__(self, session: Session, writer: Writer, done: DoneSet, stats: Stats, stop: _Stop, shard: Shard = Shard()) -> None:
+    def __init__(self, session: Session, writer: Writer, done: DoneSet, stats: Stats, stop: _Stop, shard: Shard = Shard(),
+                 progress: Progress | None = None) -> None:
         self.s = session
         self.shard = shard
+        self.progress = progress
         self.writer = writer
         self.done = done
         self.stats = stats
@@ -322,6 +333,8 @@ class _Loop:
         finally:
             await self.writer.close()
             await writer_task
+        if self.progress is not None:  # the writer ended without an error: the journal is all on disk
+            self.progress.close()
         if self._fatal is not None:
             raise self._fatal
 
@@ -423,14 +436,36 @@ class _Loop:
                 self._remaining[prompt.id] = left
 
     def _work(self) -> Iterator[tuple[PromptRecord, int] | Failed]:
-        """(prompt, sample) pairs not yet recorded, in file order; bad rows as row-level Failed."""
+        """(prompt, sample) pairs not yet recorded, in file order; bad rows as row-level Failed.
+
+        With a resume checkpoint (watermark.py) the rows before its watermark are not read: they are
+        all resolved, and it says what they count for and which ids they claimed. Every row read is
+        reported to the checkpoint (resolved now, or pending until its samples or row error are written).
+        """
         samples = self.config.samples
         done, bad_lines = self.done, self.done.bad_lines
-        first_line = FirstLines.for_rows(self.stats.total // samples)  # total: rows x samples
+        progress = self.progress
+        start = progress.start if progress is not None else None
+        first_line = FirstLines.for_rows(max(0, self.stats.total // samples - (start.line - 1 if start else 0)))  # rows x samples
         has_all, claim, fast = done.has_all, first_line.setdefault, self.fast_skip
+        if start is not None:
+            self.stats.resumed += start.count
+            self.next_resumed += start.count
+            if len(start.claims):
+                prefix, local = start.claims.line_of, first_line.setdefault
+
+                def claim(rid: str, line: int) -> int:
+                    seen = prefix(rid)  # an id first seen before the watermark
+                    return local(rid, line) if seen is None else seen
+        if progress is not None:
+            resolved, pending_row, pending_bad = progress.resolved, progress.pending_row, progress.pending_bad
+            rows = iter_rows_at(self.config.prompts, start.offset, start.line) if start else iter_rows_at(self.config.prompts)
+        else:
+            resolved = pending_row = pending_bad = _ignore
+            rows = ((line, row, 0) for line, row in iter_rows(self.config.prompts))
         shard = self.shard
         skipped = Batch()
-        for line, row in iter_rows(self.config.prompts):
+        for line, row, end in rows:
             # Fast skip: a finished row is skipped without normalizing it (a resume of a finished run
             # is mostly this). It takes only rows the full path below would skip too, with the same
             # effects (counted as resumed, its id's first line claimed, nothing written):
@@ -443,37 +478,50 @@ class _Loop:
             if fast and line not in bad_lines:
                 rid = raw_id(row)
                 if rid is not None and not shard.whole and surely_valid(row) and not shard.owns(rid):
+                    resolved(line, end, 0, None)
                     continue  # another shard's row (normalize gives it this id)
                 if rid is not None and has_all(rid, samples) and surely_valid(row) and claim(rid, line) == line:
                     self.stats.resumed += samples  # what record(Skipped(rid, k)) does for each sample
                     self.next_resumed += samples
+                    resolved(line, end, samples, rid)
                     continue
             item = prompt_of(line, row)
             if not (shard.owns_line(line) if isinstance(item, BadRow) else shard.owns(item.id)):
+                resolved(line, end, 0, None)
                 continue
             self.next_resumed += 1 if isinstance(item, BadRow) else samples  # a duplicate: corrected below
             if isinstance(item, BadRow):
                 if item.line not in bad_lines:
+                    pending_bad(line, end)
                     yield Failed(item.id, None, f"line {item.line}: {item.reason}; {ROW_HINT}", "input", item.line)
                 else:
                     self.stats.resumed += 1
+                    resolved(line, end, 1, None)
                 continue
-            seen = first_line.setdefault(item.id, item.line)
+            seen = claim(item.id, item.line)
             if seen != item.line:
                 self.next_resumed += 1 - samples  # a later line of a claimed id: a row error, counted once
                 if item.line not in bad_lines:
+                    pending_bad(line, end)
                     yield Failed(
                         item.id, None, f"line {item.line}: duplicate id {item.id!r} (first on line {seen}); {ROW_HINT}",
                         "input", item.line,
                     )
                 else:
                     self.stats.resumed += 1
+                    resolved(line, end, 1, None)
                 continue
             todo = [k for k in range(samples) if (item.id, k) not in done]
             for k in range(samples - len(todo)):
                 record(Skipped(item.id, k), skipped, done, self.stats)
             if todo:
                 self._remaining[item.id] = len(todo)
+                pending_row(line, end, samples, item.id)
+            else:
+                resolved(line, end, samples, item.id)
             for k in todo:
                 yield item, k
 
+
+def _ignore(*args: object) -> None:
+    """The checkpoint's reports, when there is no checkpoint (a Parquet prompt file, the stream benchmark)."""

@@ -25,12 +25,14 @@ class Writer:
         queue_size: int,
         commit_interval_s: float = 0.0,
         on_commit: Callable[[Stats], None] | None = None,
+        on_durable: Callable[[], None] | None = None,
     ) -> None:
         self.journal = journal
         self.done = done
         self.stats = stats
         self.commit_interval_s = commit_interval_s
         self.on_commit = on_commit
+        self.on_durable = on_durable  # after each commit that succeeded: the done set now equals the disk
         self._queue: asyncio.Queue[object] = asyncio.Queue(maxsize=queue_size)
         self.error: OutputError | None = None
 
@@ -62,6 +64,8 @@ class Writer:
                 # fsync may take milliseconds; outcomes that arrive meanwhile join the next batch.
                 try:
                     await asyncio.to_thread(self.journal.commit, batch.results, batch.errors)
+                    if self.on_durable:
+                        self.on_durable()
                 except OutputError as e:
                     # Nothing of this batch is on disk (the journal cut it back); a resume redoes it.
                     # Keep draining the queue so no producer blocks; `put` now raises.
