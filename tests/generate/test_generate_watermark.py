@@ -1,0 +1,449 @@
+"""The resume checkpoint (resume.ckpt): a resume that seeks past the watermark must do exactly what the full pass does.
+
+The reference is the work list over the whole prompt file without a checkpoint (the path every resume
+took before it existed). Runs are played in-process through the real Journal, `record` and the
+real work list, with samples completing in random order and the run stopped ("killed") at a random
+point; one test kills a real `generate()` process with SIGKILL. No engine is needed: these are
+journal tests (the stand-in server, where a server is needed at all).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+from helpers import assert_exactly_once, read_jsonl, write_prompts
+from standin_server import StandinServer
+
+from fleetgen.generate import watermark
+from fleetgen.generate.doneset import id_hash
+from fleetgen.generate.journal import Journal, journal_names
+from fleetgen.generate.outcomes import Batch, Completed, Failed, record
+from fleetgen.generate.records import fingerprint
+from fleetgen.generate.runner import _Loop
+from fleetgen.generate.shard import Shard
+from fleetgen.generate.stats import Stats
+from fleetgen.generate.watermark import Progress, checkpoint_name, job_digest, read_checkpoint
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+# --- playing runs in-process -----------------------------------------------------------------------------
+
+def random_prompts(path: Path, rng: random.Random, n: int) -> Path:
+    """Rows with repeated ids, bad rows, rows without ids, int ids, ShareGPT rows, blank lines."""
+    lines = []
+    for i in range(n):
+        r = rng.random()
+        rid = f"r{rng.randrange(max(4, n * 2 // 3))}"
+        if r < 0.04:
+            lines.append(b"")
+        elif r < 0.08:
+            lines.append(b'{"id": "x", oops')
+        elif r < 0.14:
+            lines.append(orjson.dumps({"id": rid, "messages": [{"role": "assistant", "content": "refused"}]}))
+        elif r < 0.18:
+            lines.append(orjson.dumps({"messages": [{"role": "user", "content": f"no id {rng.randrange(5)}"}]}))
+        elif r < 0.22:
+            lines.append(orjson.dumps({"id": rng.randrange(6), "messages": [{"role": "user", "content": "q"}]}))
+        elif r < 0.26:
+            lines.append(orjson.dumps({"id": rid, "conversations": [{"from": "human", "value": "q"}]}))
+        else:
+            lines.append(orjson.dumps({"id": rid, "messages": [{"role": "user", "content": f"q {i}"}]}))
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+def rows_of(prompts: Path) -> int:
+    return fingerprint(prompts)[1]
+
+
+def last_row(prompts: Path) -> int:
+    """The last line that is not blank (blank lines are no rows: the watermark need not pass them)."""
+    return max(n for n, raw in enumerate(prompts.read_bytes().splitlines(), 1) if raw.strip())
+
+
+def digest(prompts: Path, samples: int, shard: Shard, outdir: Path) -> bytes:
+    """The job digest: from the job.json a real run wrote, else (runs played here) from the prompt file alone."""
+    job = outdir / "job.json"
+    identity = orjson.loads(job.read_bytes()) if job.exists() else {"prompts": {"sha256": fingerprint(prompts)[0]}}
+    return job_digest(identity, samples, (shard.index, shard.count))
+
+
+def open_progress(outdir: Path, prompts: Path, samples: int, shard: Shard, done, journal: Journal) -> Progress:
+    paths = tuple(outdir / n for n in journal_names(shard.suffix)[:2])
+    return Progress.open(outdir, shard.suffix, digest(prompts, samples, shard, outdir), done, samples, paths,
+                         lambda: journal.ends)
+
+
+def make_loop(prompts: Path, done, samples: int, shard: Shard, progress: Progress | None) -> _Loop:
+    loop = _Loop.__new__(_Loop)  # only the work iterator: no session, no writer
+
+    class Config:
+        pass
+
+    loop.config = Config()
+    loop.config.samples, loop.config.prompts = samples, prompts
+    loop.done, loop.stats, loop._remaining = done, Stats(total=rows_of(prompts) * samples), {}
+    loop.shard, loop.progress, loop.next_resumed = shard, progress, 0
+    return loop
+
+
+def play(prompts: Path, outdir: Path, samples: int, shard: Shard, rng: random.Random, *, steps: int | None,
+         retry_errors: bool = False, check=None, lose_last_frame: bool = False) -> None:
+    """One run: items taken a few at a time, completed in random order, committed in batches; stopped after `steps`.
+
+    steps None: run to the end and close the checkpoint as the runner does. Otherwise the run is
+    killed there: no last frame. lose_last_frame: the last commit's frame is not written either (a kill
+    between the journal's fsync and the checkpoint's write).
+    """
+    journal, done = Journal.open(outdir, retry_errors=retry_errors, suffix=shard.suffix)
+    progress = open_progress(outdir, prompts, samples, shard, done, journal)
+    loop = make_loop(prompts, done, samples, shard, progress)
+    work, inflight, exhausted, step = loop._work(), [], False, 0
+    while steps is None or step < steps:
+        step += 1
+        for _ in range(0 if exhausted else rng.randint(0, 5)):
+            item = next(work, None)
+            if item is None:
+                exhausted = True
+                break
+            inflight.append(item)
+        if exhausted and not inflight:
+            break
+        rng.shuffle(inflight)
+        k = rng.randint(0, len(inflight))
+        chosen, inflight = inflight[:k], inflight[k:]
+        batch = Batch()
+        for item in chosen:
+            if isinstance(item, Failed):
+                record(item, batch, done, loop.stats)
+            else:
+                prompt, sample = item
+                outcome = (Failed(prompt.id, sample, "stand-in failure", "failed", prompt.line) if rng.random() < 0.15
+                           else Completed(prompt.id, sample, {"messages": []}, False, 1, 1))
+                record(outcome, batch, done, loop.stats)
+        if batch:
+            journal.commit(batch.results, batch.errors)
+            if not (lose_last_frame and steps is not None and step == steps):
+                progress.advance()
+            if check is not None:
+                check()
+    if steps is None:
+        progress.close()
+    elif progress._fd is not None:
+        os.close(progress._fd)  # killed: nothing more is written
+    journal.close()
+
+
+def resume_view(prompts: Path, outdir: Path, samples: int, shard: Shard, tmp: Path, *, checkpoint: bool):
+    """What a resume's work list does, on a copy of the output: items, counters, samples in flight, start line."""
+    copy = tmp / f"view-{time.monotonic_ns()}"
+    shutil.copytree(outdir, copy)
+    if not checkpoint:
+        (copy / checkpoint_name(shard.suffix)).unlink(missing_ok=True)
+    journal, done = Journal.open(copy, retry_errors=False, suffix=shard.suffix)
+    progress = open_progress(copy, prompts, samples, shard, done, journal) if checkpoint else None
+    loop = make_loop(prompts, done, samples, shard, progress)
+    items = [(i[0].id, i[0].line, i[0].messages, i[1]) if isinstance(i, tuple) else i for i in loop._work()]
+    journal.close()
+    start = progress.start.line if progress is not None and progress.start is not None else 1
+    shutil.rmtree(copy)
+    return (items, loop.stats.resumed, loop.next_resumed, loop._remaining), start
+
+
+def frames_end(outdir: Path, prompts: Path, samples: int, shard: Shard) -> int:
+    loaded = read_checkpoint(outdir / checkpoint_name(shard.suffix), digest(prompts, samples, shard, outdir))
+    return loaded.fields[2] if loaded is not None and loaded.fields is not None else 1
+
+
+# --- exactness on random kills --------------------------------------------------------------------------
+
+def test_resume_from_the_checkpoint_equals_the_full_pass_after_random_kills(tmp_path):
+    """Random prompt files, samples 1-3, whole job or a shard; each run killed at a random point, then resumed twice."""
+    rng = random.Random(19)
+    seeks = 0
+    for case in range(60):
+        prompts = random_prompts(tmp_path / f"p{case}.jsonl", rng, rng.randint(5, 60))
+        samples, shard = rng.choice([1, 1, 2, 3]), rng.choice([Shard(), Shard(), Shard(0, 2), Shard(1, 3)])
+        outdir = tmp_path / f"out{case}"
+        for cycle in range(rng.randint(1, 4)):
+            play(prompts, outdir, samples, shard, rng, steps=rng.randint(1, 25), lose_last_frame=rng.random() < 0.3)
+            with_ckpt, start = resume_view(prompts, outdir, samples, shard, tmp_path, checkpoint=True)
+            full, _ = resume_view(prompts, outdir, samples, shard, tmp_path, checkpoint=False)
+            assert with_ckpt == full, f"case {case} cycle {cycle}: {prompts.read_text()}"
+            seeks += start > 1
+        play(prompts, outdir, samples, shard, rng, steps=None)  # the last run finishes
+        with_ckpt, start = resume_view(prompts, outdir, samples, shard, tmp_path, checkpoint=True)
+        assert with_ckpt == resume_view(prompts, outdir, samples, shard, tmp_path, checkpoint=False)[0]
+        assert with_ckpt[0] == [] and start == last_row(prompts) + 1  # a finished run's checkpoint covers every row (blank ones aside)
+    assert seeks > 50  # the resumes did start past the beginning
+
+
+def test_the_watermark_never_passes_a_row_that_is_not_on_disk(tmp_path):
+    """After every commit: the rows before the checkpoint's line, read in full against the journal on disk, need nothing."""
+    rng = random.Random(23)
+    for case in range(25):
+        prompts = random_prompts(tmp_path / f"p{case}.jsonl", rng, rng.randint(10, 50))
+        samples, shard = rng.choice([1, 2]), rng.choice([Shard(), Shard(1, 2)])
+        outdir = tmp_path / f"out{case}"
+        lines = prompts.read_bytes().splitlines(keepends=True)
+
+        def check() -> None:
+            end = frames_end(outdir, prompts, samples, shard)
+            head = tmp_path / "head.jsonl"
+            head.write_bytes(b"".join(lines[: end - 1]))
+            copy = tmp_path / f"disk-{time.monotonic_ns()}"
+            shutil.copytree(outdir, copy)
+            journal, done = Journal.open(copy, retry_errors=False, suffix=shard.suffix)
+            journal.close()
+            loop = make_loop(head, done, samples, shard, None)
+            assert list(loop._work()) == [], f"case {case}: rows before line {end} are not all on disk"
+            loaded = read_checkpoint(outdir / checkpoint_name(shard.suffix), digest(prompts, samples, shard, outdir))
+            assert loaded is None or loaded.fields is None or loaded.fields[4] == loop.stats.resumed  # the count
+            shutil.rmtree(copy)
+
+        play(prompts, outdir, samples, shard, rng, steps=rng.randint(5, 40), check=check)
+
+
+def test_a_kill_between_the_journal_write_and_the_checkpoint_write(tmp_path):
+    """A real process dies right after a commit's fsync, before that commit's frame: the resume is still exact."""
+    prompts = write_prompts(tmp_path / "p.jsonl", 30)
+    outdir = tmp_path / "out"
+    code = textwrap.dedent(
+        """
+        import os, sys
+        from pathlib import Path
+        sys.path.insert(0, sys.argv[3])
+        import test_generate_watermark as t
+        from fleetgen.generate import watermark
+        from fleetgen.generate.shard import Shard
+        import random
+        calls = []
+        real = watermark.Progress.advance
+        def advance(self):
+            calls.append(1)
+            if len(calls) == 4:
+                os._exit(9)  # the journal's fsync is done, the frame is not written
+            real(self)
+        watermark.Progress.advance = advance
+        t.play(Path(sys.argv[1]), Path(sys.argv[2]), 2, Shard(), random.Random(1), steps=None)
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    proc = subprocess.run([sys.executable, "-c", code, str(prompts), str(outdir), str(Path(__file__).parent)], env=env)
+    assert proc.returncode == 9
+    on_disk = {(r["id"], r["sample"]) for r in read_jsonl(outdir / "results.jsonl") + read_jsonl(outdir / "errors.jsonl")}
+    assert on_disk  # the fourth commit's rows are there, its frame is not
+    with_ckpt, start = resume_view(prompts, outdir, 2, Shard(), tmp_path, checkpoint=True)
+    assert start > 1
+    assert with_ckpt == resume_view(prompts, outdir, 2, Shard(), tmp_path, checkpoint=False)[0]
+    assert {(i[0], i[3]) for i in with_ckpt[0]} == {(f"p{i}", k) for i in range(30) for k in range(2)} - on_disk
+
+
+# --- torn, missing, stale ---------------------------------------------------------------------------------
+
+def _played(tmp_path: Path, seed: int = 3, samples: int = 2) -> tuple[Path, Path, random.Random]:
+    rng = random.Random(seed)
+    prompts = random_prompts(tmp_path / "p.jsonl", rng, 60)
+    outdir = tmp_path / "out"
+    for _ in range(3):
+        play(prompts, outdir, samples, Shard(), rng, steps=rng.randint(8, 20))
+    return prompts, outdir, rng
+
+
+def test_a_torn_checkpoint_keeps_its_sound_frames(tmp_path):
+    prompts, outdir, rng = _played(tmp_path)
+    ckpt = outdir / checkpoint_name()
+    data = ckpt.read_bytes()
+    full = resume_view(prompts, outdir, 2, Shard(), tmp_path, checkpoint=False)[0]
+    whole_start = frames_end(outdir, prompts, 2, Shard())
+    starts = set()
+    for cut in sorted(rng.sample(range(len(data)), 25)):
+        ckpt.write_bytes(data[:cut])
+        with_ckpt, start = resume_view(prompts, outdir, 2, Shard(), tmp_path, checkpoint=True)
+        assert with_ckpt == full, f"cut at {cut}"
+        assert start <= whole_start
+        starts.add(start)
+    flipped = bytearray(data)
+    flipped[len(data) // 2] ^= 0x40
+    ckpt.write_bytes(bytes(flipped))
+    with_ckpt, start = resume_view(prompts, outdir, 2, Shard(), tmp_path, checkpoint=True)
+    assert with_ckpt == full and start < whole_start
+    assert len(starts) > 2  # cuts at different frames resumed from different watermarks
+
+
+def test_a_resume_cuts_a_torn_tail_and_goes_on_appending(tmp_path):
+    prompts, outdir, rng = _played(tmp_path)
+    ckpt = outdir / checkpoint_name()
+    ckpt.write_bytes(ckpt.read_bytes()[:-7])
+    play(prompts, outdir, 2, Shard(), rng, steps=None)
+    loaded = read_checkpoint(ckpt, digest(prompts, 2, Shard(), outdir))
+    assert loaded.whole and loaded.fields[2] == last_row(prompts) + 1
+
+
+def test_a_missing_checkpoint_means_the_full_pass_and_a_new_checkpoint(tmp_path):
+    prompts, outdir, rng = _played(tmp_path)
+    full = resume_view(prompts, outdir, 2, Shard(), tmp_path, checkpoint=False)[0]
+    (outdir / checkpoint_name()).unlink()
+    with_ckpt, start = resume_view(prompts, outdir, 2, Shard(), tmp_path, checkpoint=True)
+    assert with_ckpt == full and start == 1
+    play(prompts, outdir, 2, Shard(), rng, steps=None)
+    assert frames_end(outdir, prompts, 2, Shard()) == last_row(prompts) + 1
+
+
+def _cut_results(outdir: Path) -> None:
+    data = (outdir / "results.jsonl").read_bytes()
+    (outdir / "results.jsonl").write_bytes(data[: data.rindex(b"\n", 0, len(data) - 1) + 1])  # one line fewer
+
+
+def _replace_results_tail(outdir: Path) -> None:
+    lines = (outdir / "results.jsonl").read_bytes().splitlines(keepends=True)
+    lines[-1] = lines[-1].replace(b'"sample":', b'"sample": ', 1)  # same length + 1: another last line
+    (outdir / "results.jsonl").write_bytes(b"".join(lines))
+
+
+def _archive_errors(outdir: Path) -> None:
+    Journal.open(outdir, retry_errors=True)[0].close()  # what --retry-errors does
+
+
+def _samples_changed(outdir: Path) -> None:
+    pass  # the resume below asks for another number of samples
+
+
+@pytest.mark.parametrize("how", [_cut_results, _replace_results_tail, _archive_errors, _samples_changed])
+def test_a_stale_checkpoint_is_ignored(tmp_path, how):
+    prompts, outdir, _ = _played(tmp_path)
+    assert read_jsonl(outdir / "errors.jsonl")  # the runs left errors, for --retry-errors to set aside
+    samples = 3 if how is _samples_changed else 2
+    how(outdir)
+    with_ckpt, start = resume_view(prompts, outdir, samples, Shard(), tmp_path, checkpoint=True)
+    assert start == 1
+    assert with_ckpt == resume_view(prompts, outdir, samples, Shard(), tmp_path, checkpoint=False)[0]
+
+
+def test_an_edited_prompt_file_makes_the_checkpoint_stale(tmp_path):
+    """The job's digest holds the prompt file's sha256: one changed byte and the checkpoint belongs to another file."""
+    prompts, outdir, _ = _played(tmp_path)
+    assert frames_end(outdir, prompts, 2, Shard()) > 1
+    lines = prompts.read_bytes().splitlines(keepends=True)
+    lines.insert(2, orjson.dumps({"id": "r0", "messages": [{"role": "user", "content": "new"}]}) + b"\n")  # shifts every line
+    prompts.write_bytes(b"".join(lines))
+    with_ckpt, start = resume_view(prompts, outdir, 2, Shard(), tmp_path, checkpoint=True)
+    assert start == 1
+    assert with_ckpt == resume_view(prompts, outdir, 2, Shard(), tmp_path, checkpoint=False)[0]
+
+
+def test_a_checkpoint_write_failure_costs_the_checkpoint_not_the_run(tmp_path, monkeypatch, capsys):
+    rng = random.Random(5)
+    prompts, outdir = random_prompts(tmp_path / "p.jsonl", rng, 60), tmp_path / "out"
+    play(prompts, outdir, 2, Shard(), rng, steps=6)
+    before = frames_end(outdir, prompts, 2, Shard())
+    assert 1 < before < last_row(prompts)
+    real_write = os.write
+
+    def failing(fd, data):
+        if data[:4] == b"CP01":
+            return real_write(fd, data[: len(data) // 2])  # a short write: a torn frame
+        return real_write(fd, data)
+
+    monkeypatch.setattr(watermark.os, "write", failing)
+    play(prompts, outdir, 2, Shard(), rng, steps=None)
+    monkeypatch.undo()
+    assert "resume checkpoint" in capsys.readouterr().err
+    assert frames_end(outdir, prompts, 2, Shard()) == before  # the torn frame and nothing after it
+    with_ckpt, _ = resume_view(prompts, outdir, 2, Shard(), tmp_path, checkpoint=True)
+    assert with_ckpt == resume_view(prompts, outdir, 2, Shard(), tmp_path, checkpoint=False)[0] and with_ckpt[0] == []
+
+
+# --- end to end: generate() killed with SIGKILL, on the stand-in server -----------------------------------
+
+CHILD = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from fleetgen.generate import GenerateConfig, generate
+    prompts, outdir, url = sys.argv[1:4]
+    cfg = GenerateConfig(prompts=Path(prompts), output_dir=Path(outdir), endpoints=[url], max_tokens=4, samples=2,
+                         concurrency=16, hedge=False)
+    generate(cfg, handle_signals=False)
+    """
+)
+
+
+def test_generate_killed_at_random_resumes_from_the_checkpoint_exactly_once(tmp_path):
+    rng = random.Random(29)
+    prompts = tmp_path / "p.jsonl"
+    write_prompts(prompts, 400)
+    with open(prompts, "ab") as f:  # a duplicate id and a bad row, late in the file, so resumes meet them past the watermark
+        f.write(orjson.dumps({"id": "p3", "messages": [{"role": "user", "content": "again"}]}) + b"\n")
+        f.write(b'{"id": oops\n')
+    outdir = tmp_path / "out"
+    server = StandinServer(delay_per_token_s=0.02)
+    url = server.start()
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    starts = []
+    try:
+        for _ in range(5):
+            child = subprocess.Popen([sys.executable, "-c", CHILD, str(prompts), str(outdir), url], env=env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(rng.uniform(1.0, 2.0))
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+            if (outdir / "results.jsonl").exists():
+                with_ckpt, start = resume_view(prompts, outdir, 2, Shard(), tmp_path, checkpoint=True)
+                assert with_ckpt == resume_view(prompts, outdir, 2, Shard(), tmp_path, checkpoint=False)[0]
+                starts.append(start)
+        subprocess.run([sys.executable, "-c", CHILD, str(prompts), str(outdir), url], env=env, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    finally:
+        server.stop()
+    results, _ = assert_exactly_once(outdir, [f"p{i}" for i in range(400)], 2)
+    row_errors = [e["line"] for e in read_jsonl(outdir / "errors.jsonl") if e["sample"] is None]
+    assert sorted(row_errors) == [401, 402]  # recorded once each, whatever resume met them
+    assert any(s > 1 for s in starts)  # some resume did seek past a watermark
+    assert frames_end(outdir, prompts, 2, Shard()) == 403
+    assert {(id_hash(r["id"]), r["sample"]) for r in results} == {(id_hash(f"p{i}"), k) for i in range(400) for k in range(2)}
+
+
+def test_a_commit_that_fails_writes_no_frame_for_its_rows(tmp_path, monkeypatch):
+    """The disk fills during a commit: the batch is cut back, and no frame may claim its rows (the writer's order)."""
+    import errno
+
+    prompts = write_prompts(tmp_path / "p.jsonl", 120)
+    outdir = tmp_path / "out"
+    writes = []
+    real = Journal._write
+
+    def filling(fd, data):
+        writes.append(len(data))
+        if len(writes) >= 5:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd, data)
+
+    monkeypatch.setattr(Journal, "_write", staticmethod(filling))
+    server = StandinServer(delay_per_token_s=0.005)
+    url = server.start()
+    try:
+        from fleetgen.errors import OutputError
+        from fleetgen.generate import GenerateConfig, generate
+
+        cfg = GenerateConfig(prompts=prompts, output_dir=outdir, endpoints=[url], max_tokens=4, samples=2,
+                             concurrency=4, hedge=False, commit_interval_s=0.01)
+        with pytest.raises(OutputError):
+            generate(cfg, handle_signals=False)
+    finally:
+        server.stop()
+        monkeypatch.undo()
+    with_ckpt, start = resume_view(prompts, outdir, 2, Shard(), tmp_path, checkpoint=True)
+    assert start > 1  # commits before the failure moved the watermark
+    assert with_ckpt == resume_view(prompts, outdir, 2, Shard(), tmp_path, checkpoint=False)[0]
