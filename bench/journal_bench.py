@@ -5,9 +5,14 @@
 2. resume: a child process runs the real `generate()` on the finished directory against the NULL
    SERVER (bench/null_server.py): fingerprint, torn-tail repair, done-set scan and the skip pass over
    every prompt; wall and CPU time, the fingerprint and Journal.open shares, and the child's peak RSS.
-   Two arms on the same file, alternating `--repeats` times: "before" runs the source tree given by
-   `--before-src` (e.g. `git archive <commit> src | tar -x -C /tmp/before`), "after" the code as it is. `process_s` also counts
-   the interpreter's start and imports, i.e. what a user waits for;
+   Arms on the same file, alternating `--repeats` times, complete.json removed before each but "mark":
+   "before" runs the source tree given by `--before-src` (e.g. `git archive <commit> src | tar -x -C
+   /tmp/before`); "after" the code as it is with its resume checkpoint removed (the full pass over
+   the prompts, which writes a new checkpoint); "cut" the code as it is with the checkpoint cut back
+   to its second-to-last frame (an interrupted run: the rows past the watermark, ~1.7% at 1M, are
+   read, each one's id looked up among those claimed before it); "mark" the code as it is, finding the
+   complete.json the run before it left. `process_s` also counts the interpreter's start and imports,
+   i.e. what a user waits for;
 3. stream: M prompt rows generated on the fly into /tmp (deleted afterwards); a child iterates the
    runner's own work iterator (read, normalize, duplicate-id check, done-set check) over all of
    them; rows/s and peak RSS.
@@ -96,6 +101,9 @@ def child_resume(prompts: Path, outdir: Path, endpoint: str, arm: str) -> None:
     real_open = journal_mod.Journal.open.__func__
     journal_mod.Journal.open = classmethod(timed("journal_open_s", real_open))
     runner_mod.fingerprint = timed("fingerprint_s", runner_mod.fingerprint)
+    if hasattr(runner_mod, "Progress"):  # the resume checkpoint's load (not in older code)
+        real_progress = runner_mod.Progress.open.__func__
+        runner_mod.Progress.open = classmethod(timed("checkpoint_open_s", real_progress))
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     cfg = GenerateConfig(prompts=prompts, output_dir=outdir, endpoints=[endpoint], model="null", max_tokens=2048)
     t0, c0 = time.monotonic(), time.process_time()
@@ -181,6 +189,20 @@ def _child(*args: str, src: Path | None = None) -> dict:
     return {**json.loads(out.stdout.strip().splitlines()[-1]), "process_s": time.monotonic() - t0}
 
 
+def _without_last_frame(ckpt: Path) -> tuple[bytes, int]:
+    """The checkpoint's bytes up to its last frame, and the watermark line of the frame before it."""
+    from fleetgen.generate import watermark as wm
+
+    data = ckpt.read_bytes()
+    pos, starts, lines = len(wm._MAGIC) + 32, [], []
+    while pos < len(data):
+        fields = wm._FRAME.unpack_from(data, pos)
+        starts.append(pos)
+        lines.append(fields[2])
+        pos += wm._FRAME.size + wm._CRC.size + fields[1] * wm.CLAIM_DTYPE.itemsize
+    return data[: starts[-1]], (lines[-2] if len(lines) > 1 else 1)  # one frame: back to the header (a full pass)
+
+
 def _median(values: list[float]) -> float:
     return sorted(values)[len(values) // 2]
 
@@ -196,7 +218,7 @@ def main() -> None:
     ap.add_argument("--endpoint")
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=2, help="resume runs per arm, alternating")
-    ap.add_argument("--arm", choices=["before", "after", "mark"], default="after")
+    ap.add_argument("--arm", choices=["before", "after", "cut", "mark"], default="after")
     ap.add_argument("--batch", type=int, default=512)
     ap.add_argument("--stream-rows", type=int, default=10_000_000)
     ap.add_argument("--workdir", type=Path, default=Path("/tmp"))
@@ -224,13 +246,20 @@ def main() -> None:
             w = report["write"]
             print(f"write {w['rows']:,} rows: {w['wall_s']:.1f} s, {w['rows_per_s']:,.0f} rows/s, {w['commits']} fsynced commits, "
                   f"{w['bytes_per_row']:.0f} B/row", flush=True)
-            # after: the key index and the skip pass (complete.json removed first); mark: the same code again,
-            # now finding the complete.json the "after" run left (a resume of an untouched finished output).
-            runs: dict[str, list[dict]] = {"before": [], "after": [], "mark": []} if args.before_src else {"after": [], "mark": []}
+            arms = (["before"] if args.before_src else []) + ["after", "cut", "mark"]
+            runs: dict[str, list[dict]] = {arm: [] for arm in arms}
+            ckpt, cut_ckpt = outdir / "resume.ckpt", None
             for _ in range(args.repeats):
                 for arm in runs:
-                    if arm == "after":
+                    if arm != "mark":
                         (outdir / "complete.json").unlink(missing_ok=True)
+                    if arm == "after":
+                        ckpt.unlink(missing_ok=True)
+                    if arm == "cut":
+                        if cut_ckpt is None:  # the checkpoint the first full pass wrote, less its last frame
+                            cut_ckpt, cut_line = _without_last_frame(ckpt)
+                            report["cut_checkpoint"] = {"watermark_line": cut_line, "rows_past_it": args.rows - cut_line + 1}
+                        ckpt.write_bytes(cut_ckpt)
                     r = _child("resume", "--arm", arm, "--prompts", str(prompts), "--outdir", str(outdir),
                                "--endpoint", f"http://127.0.0.1:{port}", src=args.before_src if arm == "before" else None)
                     assert r["resumed"] == args.rows and r["ok"] == 0, r
@@ -238,14 +267,18 @@ def main() -> None:
                     print(f"resume {args.rows:,} rows, {arm}: {r['wall_s']:.2f} s wall, {r['cpu_s']:.2f} s CPU "
                           f"(fingerprint {r['fingerprint_s']:.2f} s, Journal.open {r.get('journal_open_s', 0.0):.2f} s), "
                           f"process {r['process_s']:.2f} s wall / {r['process_cpu_s']:.2f} s CPU, peak RSS {r['peak_rss_mib']:.0f} MiB", flush=True)
-            medians = {arm: {k: _median([r.get(k, 0.0) for r in rs])
-                             for k in ("wall_s", "cpu_s", "journal_open_s", "process_s", "process_cpu_s", "peak_rss_mib")}
-                       for arm, rs in runs.items()}
-            ratio = medians["before"]["wall_s"] / medians["after"]["wall_s"] if args.before_src else None
-            report["resume"] = {"runs": runs, "medians": medians, "before_over_after_wall": ratio}
-            if ratio:
-                print(f"resume medians: before {medians['before']['wall_s']:.2f} s, after {medians['after']['wall_s']:.2f} s "
-                      f"wall (before / after = {ratio:.2f})", flush=True)
+            keys = ("wall_s", "cpu_s", "fingerprint_s", "journal_open_s", "checkpoint_open_s", "process_s", "process_cpu_s",
+                    "peak_rss_mib")
+            medians = {arm: {k: _median([r.get(k, 0.0) for r in rs]) for k in keys} for arm, rs in runs.items()}
+            spread = {arm: [min(r["wall_s"] for r in rs), max(r["wall_s"] for r in rs)] for arm, rs in runs.items()}
+            ratios = ({arm: medians["before"]["wall_s"] / m["wall_s"] for arm, m in medians.items() if arm != "before"}
+                      if args.before_src else None)
+            report["resume"] = {"runs": runs, "medians": medians, "wall_range": spread, "before_over_arm_wall": ratios}
+            for arm, m in medians.items():
+                print(f"resume median, {arm}: {m['wall_s']:.2f} s wall (range {spread[arm][0]:.2f}-{spread[arm][1]:.2f}), "
+                      f"{m['cpu_s']:.2f} s CPU; fingerprint {m['fingerprint_s']:.2f}, Journal.open {m['journal_open_s']:.2f}, "
+                      f"checkpoint {m['checkpoint_open_s']:.2f}; process {m['process_s']:.2f} s"
+                      + (f"; before / {arm} = {ratios[arm]:.2f}" if ratios and arm in ratios else ""), flush=True)
             shutil.rmtree(work / "out")
             prompts.unlink()
         if args.doneset_rows:

@@ -98,7 +98,10 @@ class DoneSet:
         """Whether samples 0 to samples-1 of `rid` are all recorded (one hash and one probe, for the skip pass)."""
         if not self._n:
             return False  # a fresh run: no hash needed
-        h = int.from_bytes(blake2b(rid.encode("utf-8", "surrogatepass"), digest_size=16).digest(), "little")
+        return self.has_all_hash(int.from_bytes(blake2b(rid.encode("utf-8", "surrogatepass"), digest_size=16).digest(), "little"), samples)
+
+    def has_all_hash(self, h: int, samples: int) -> bool:
+        """has_all for an id whose hash (id_hash) the caller already has."""
         lo, hi = h & _U64, h >> 64
         t, mask = self._t, self._mask
         want = (1 << min(samples, 64)) - 1
@@ -117,6 +120,11 @@ class DoneSet:
 
     def __len__(self) -> int:
         return self.results + self.errors
+
+    @property
+    def ids(self) -> int:
+        """Ids with a sample below 64 recorded (has_all is False for every id while this is 0)."""
+        return self._n
 
     @property
     def nbytes(self) -> int:

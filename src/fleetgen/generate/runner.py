@@ -23,6 +23,7 @@ from fleetgen.generate import client
 from fleetgen.generate.config import GenerateConfig
 from fleetgen.generate.conversation import Session, regenerate
 from fleetgen.generate.dispatcher import Dispatcher, DispatchPolicy
+from fleetgen.generate.doneset import id_hash
 from fleetgen.generate.fleet_watch import follow_fleet
 from fleetgen.generate.complete import mark_complete, read_complete
 from fleetgen.generate.journal import DoneSet, Journal, check_identity, journal_names, write_atomic
@@ -447,7 +448,8 @@ class _Loop:
         progress = self.progress
         start = progress.start if progress is not None else None
         first_line = FirstLines.for_rows(max(0, self.stats.total // samples - (start.line - 1 if start else 0)))  # rows x samples
-        has_all, claim, fast = done.has_all, first_line.setdefault, self.fast_skip
+        has_all, claim, fast = done.has_all_hash, first_line.setdefault, self.fast_skip
+        hash_ids = done.ids > 0  # nothing done before this run: no row is skipped (ids done later fail the claim)
         if start is not None:
             self.stats.resumed += start.count
             self.next_resumed += start.count
@@ -480,10 +482,11 @@ class _Loop:
                 if rid is not None and not shard.whole and surely_valid(row) and not shard.owns(rid):
                     resolved(line, end, 0, None)
                     continue  # another shard's row (normalize gives it this id)
-                if rid is not None and has_all(rid, samples) and surely_valid(row) and claim(rid, line) == line:
+                if (rid is not None and hash_ids and has_all(h := id_hash(rid), samples) and surely_valid(row)
+                        and claim(rid, line) == line):
                     self.stats.resumed += samples  # what record(Skipped(rid, k)) does for each sample
                     self.next_resumed += samples
-                    resolved(line, end, samples, rid)
+                    resolved(line, end, samples, h)
                     continue
             item = prompt_of(line, row)
             if not (shard.owns_line(line) if isinstance(item, BadRow) else shard.owns(item.id)):
@@ -518,7 +521,7 @@ class _Loop:
                 self._remaining[item.id] = len(todo)
                 pending_row(line, end, samples, item.id)
             else:
-                resolved(line, end, samples, item.id)
+                resolved(line, end, samples, id_hash(item.id))
             for k in todo:
                 yield item, k
 

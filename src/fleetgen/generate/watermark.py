@@ -207,14 +207,14 @@ class Progress:
 
     # --- what the work list reports, one call a prompt row, in file order ----------------------------
 
-    def resolved(self, line: int, end: int, count: int, claim: str | None) -> None:
-        """Row `line` (ending at byte `end`) needs nothing more; it counts `count`, and claims its id unless None."""
+    def resolved(self, line: int, end: int, count: int, claim: int | None) -> None:
+        """Row `line` (ending at byte `end`) needs nothing more; it counts `count`, and claims the id of hash `claim` unless None."""
         q = self._pending
         if not q:
             self._line, self._offset = line + 1, end
             self._count += count
             if claim is not None:
-                self._hashes.append(id_hash(claim))
+                self._hashes.append(claim)
                 self._lines.append(line)
                 if len(self._hashes) >= FLUSH_CLAIMS:
                     self._write()
@@ -224,9 +224,9 @@ class Progress:
             last[1] += count
             last[2], last[3] = end, line + 1
             if claim is not None:
-                last[4].append((id_hash(claim), line))
+                last[4].append((claim, line))
         else:
-            q.append([None, count, end, line + 1, [] if claim is None else [(id_hash(claim), line)]])
+            q.append([None, count, end, line + 1, [] if claim is None else [(claim, line)]])
 
     def pending_row(self, line: int, end: int, count: int, rid: str) -> None:
         """Row `line` claims `rid` and is resolved once every sample of `rid` is recorded."""
