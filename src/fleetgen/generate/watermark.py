@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import struct
+from array import array
 import sys
 import zlib
 from collections import deque
@@ -171,9 +172,9 @@ class Progress:
         self.start = start
         self._line, self._offset, self._count = (start.line, start.offset, start.count) if start else (1, 0, 0)
         self._written = self._line if start else 0
-        self._hashes: list[int] = []
-        self._lines: list[int] = []
-        # [test, count, end offset, next line, claims]: test None (resolved) or (ROW, id) / (BAD, line).
+        self._claims = _Claims()  # claimed before the watermark, not yet in a frame
+        # [test, count, end offset, next line, claims]: test None (resolved) or (ROW, id) / (BAD, line);
+        # claims a _Claims for runs of resolved rows (compact: 20 bytes a row however long the run), else a list.
         self._pending: deque[list] = deque()
 
     @classmethod
@@ -214,9 +215,9 @@ class Progress:
             self._line, self._offset = line + 1, end
             self._count += count
             if claim is not None:
-                self._hashes.append(claim)
-                self._lines.append(line)
-                if len(self._hashes) >= FLUSH_CLAIMS:
+                claims = self._claims
+                claims.add(claim, line)
+                if len(claims.line) >= FLUSH_CLAIMS:
                     self._write()
             return
         last = q[-1]
@@ -224,9 +225,12 @@ class Progress:
             last[1] += count
             last[2], last[3] = end, line + 1
             if claim is not None:
-                last[4].append((claim, line))
+                last[4].add(claim, line)
         else:
-            q.append([None, count, end, line + 1, [] if claim is None else [(claim, line)]])
+            claims = _Claims()
+            if claim is not None:
+                claims.add(claim, line)
+            q.append([None, count, end, line + 1, claims])
 
     def pending_row(self, line: int, end: int, count: int, rid: str) -> None:
         """Row `line` claims `rid` and is resolved once every sample of `rid` is recorded."""
@@ -251,9 +255,7 @@ class Progress:
             q.popleft()
             self._count += entry[1]
             self._offset, self._line = entry[2], entry[3]
-            for h, line in entry[4]:
-                self._hashes.append(h)
-                self._lines.append(line)
+            self._claims.extend(entry[4])
         if self._line != self._written:
             self._write()
 
@@ -267,12 +269,8 @@ class Progress:
     def _write(self) -> None:
         if self._fd is None:
             return
-        n = len(self._hashes)
-        claims = np.empty(n, dtype=CLAIM_DTYPE)
-        claims["lo"] = [h & _U64 for h in self._hashes]
-        claims["hi"] = [h >> 64 for h in self._hashes]
-        claims["line"] = self._lines
-        payload = claims.tobytes()
+        payload = self._claims.encode()
+        n = len(payload) // CLAIM_DTYPE.itemsize
         r_end, r_crc, e_end, e_crc = self._ends()
         head = _FRAME.pack(_FRAME_MAGIC, n, self._line, self._offset, self._count, r_end, e_end, r_crc, e_crc,
                            zlib.crc32(payload))
@@ -287,11 +285,41 @@ class Progress:
             os.close(self._fd)
             self._fd = None
             return
-        self._hashes, self._lines = [], []
+        self._claims = _Claims()
         self._written = self._line
 
 
 _ROW, _BAD = "row", "bad"
+
+
+class _Claims:
+    """(id hash, line) pairs in flat arrays: 20 bytes a claim, not two Python ints in a list."""
+
+    __slots__ = ("lo", "hi", "line")
+
+    def __init__(self) -> None:
+        self.lo, self.hi, self.line = array("Q"), array("Q"), array("I")
+
+    def add(self, h: int, line: int) -> None:
+        self.lo.append(h & _U64)
+        self.hi.append(h >> 64)
+        self.line.append(line)
+
+    def extend(self, other: _Claims | list[tuple[int, int]]) -> None:
+        if isinstance(other, _Claims):
+            self.lo.extend(other.lo)
+            self.hi.extend(other.hi)
+            self.line.extend(other.line)
+        else:
+            for h, line in other:
+                self.add(h, line)
+
+    def encode(self) -> bytes:
+        claims = np.empty(len(self.line), dtype=CLAIM_DTYPE)
+        claims["lo"] = np.frombuffer(self.lo, dtype=np.uint64)
+        claims["hi"] = np.frombuffer(self.hi, dtype=np.uint64)
+        claims["line"] = np.frombuffer(self.line, dtype=np.uint32)
+        return claims.tobytes()
 
 
 def _note(path: Path, e: OSError) -> None:
