@@ -188,6 +188,8 @@ async def _run(
         finally:
             if watch is not None:
                 watch.cancel()
+            if progress is not None:
+                progress.release()  # closed already (with its last frame) unless the run ended on an error
             journal.close()
             stats.finished = clock()
             try:

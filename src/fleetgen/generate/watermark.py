@@ -209,7 +209,7 @@ class Progress:
     # --- what the work list reports, one call a prompt row, in file order ----------------------------
 
     def resolved(self, line: int, end: int, count: int, claim: int | None) -> None:
-        """Row `line` (ending at byte `end`) needs nothing more; it counts `count`, and claims the id of hash `claim` unless None."""
+        """Row `line` (ending at byte `end`) needs nothing more: it counts `count`, and claims the id hashed `claim` (unless None)."""
         q = self._pending
         if not q:
             self._line, self._offset = line + 1, end
@@ -262,6 +262,10 @@ class Progress:
     def close(self) -> None:
         """At the end of a run whose journal is all on disk: the last frame, then the file is closed."""
         self.advance()
+        self.release()
+
+    def release(self) -> None:
+        """Close the file without a last frame (a run that ended on an error: the done set may hold more than the disk)."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
