@@ -447,3 +447,27 @@ def test_a_commit_that_fails_writes_no_frame_for_its_rows(tmp_path, monkeypatch)
     with_ckpt, start = resume_view(prompts, outdir, 2, Shard(), tmp_path, checkpoint=True)
     assert start > 1  # commits before the failure moved the watermark
     assert with_ckpt == resume_view(prompts, outdir, 2, Shard(), tmp_path, checkpoint=False)[0]
+
+
+def test_a_parquet_prompt_file_is_read_whole_and_leaves_no_checkpoint(tmp_path):
+    """Parquet has no line offsets to seek to: the work list reads every row, as before the checkpoint."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from fleetgen.generate import GenerateConfig, generate
+
+    prompts = tmp_path / "p.parquet"
+    pq.write_table(pa.Table.from_pylist(
+        [{"id": f"q{i}", "messages": [{"role": "user", "content": f"q {i}"}]} for i in range(12)]), prompts)
+    server = StandinServer()
+    url = server.start()
+    try:
+        cfg = GenerateConfig(prompts=prompts, output_dir=tmp_path / "out", endpoints=[url], max_tokens=4, samples=2,
+                             hedge=False)
+        first = generate(cfg, handle_signals=False)
+        (tmp_path / "out" / "complete.json").unlink()
+        again = generate(cfg, handle_signals=False)
+    finally:
+        server.stop()
+    assert first.ok == 24 and again.resumed == 24 and again.ok == 0
+    assert not (tmp_path / "out" / checkpoint_name()).exists()
