@@ -197,9 +197,13 @@ class Progress:
             else:
                 # Missing, stale or another job's: a new file (temporary, rename) that claims nothing yet.
                 tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-                with open(tmp, "wb") as f:
-                    f.write(_MAGIC + digest)
-                os.replace(tmp, path)
+                try:
+                    with open(tmp, "wb") as f:
+                        f.write(_MAGIC + digest)
+                    os.replace(tmp, path)
+                except OSError:
+                    tmp.unlink(missing_ok=True)
+                    raise
                 fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
         except OSError as e:
             _note(path, e)
@@ -214,9 +218,11 @@ class Progress:
         if not q:
             self._line, self._offset = line + 1, end
             self._count += count
-            if claim is not None:
+            if claim is not None:  # _Claims.add, inlined: this runs once per prompt row of a full pass
                 claims = self._claims
-                claims.add(claim, line)
+                claims.lo.append(claim & _U64)
+                claims.hi.append(claim >> 64)
+                claims.line.append(line)
                 if len(claims.line) >= FLUSH_CLAIMS:
                     self._write()
             return
