@@ -15,6 +15,7 @@ Reasoning = Literal["save", "strip", "off"]
 Truncation = Literal["keep", "drop", "retry-longer"]
 DispatchPolicy = Literal["least-outstanding", "round-robin"]
 EventLoop = Literal["auto", "uvloop", "asyncio"]
+ShardRunner = Literal["auto", "ray", "process"]
 
 
 class GenerateConfig(StrictModel):
@@ -130,6 +131,25 @@ class GenerateConfig(StrictModel):
             "own journal files in the shared output directory; run N processes (any machines) to cover the job."
         ),
     )
+    shards: int | None = Field(
+        None, ge=1,
+        description=(
+            "Run the whole job from this one command as N shards at once (shard i/N each, into the same output "
+            "directory; the per-replica window is split among them); a shard that dies is started again and resumes "
+            "from its own journal."
+        ),
+    )
+    shard_runner: ShardRunner = Field(
+        "auto",
+        description=(
+            "Where `shards` run: ray: one Ray task each on the cluster of the fleet state (else RAY_ADDRESS), the "
+            "output directory on storage every node sees; process: processes on this machine; auto: ray when the "
+            "fleet state's backend is Ray, else process."
+        ),
+    )
+    shard_retries: int = Field(
+        3, ge=0, description="Times a shard whose process or Ray worker died (killed, node lost) is started again."
+    )
 
     @field_validator("endpoints")
     @classmethod
@@ -169,6 +189,12 @@ class GenerateConfig(StrictModel):
     @model_validator(mode="after")
     def _check_profiles(self) -> GenerateConfig:
         check_profiles(self.profiles, self.reasoning)
+        return self
+
+    @model_validator(mode="after")
+    def _one_split(self) -> GenerateConfig:
+        if self.shard is not None and self.shards is not None:
+            raise ValueError("give shard (--shard i/N: this process is one shard) or shards (--shards N: run all N), not both")
         return self
 
     @model_validator(mode="after")

@@ -139,6 +139,9 @@ async def _run(
     config: GenerateConfig, stop: _Stop, on_progress: Callable[[Stats], None] | None, clock: Clock,
     metrics: MetricsServer | None = None,
 ) -> Stats:
+    if config.shards is not None:  # one process is one shard; the N of them are run_shards' (shards.py)
+        raise ConfigError("generate() runs one process; shards (--shards N) are run by fleetgen.generate.shards.run_shards",
+                          hint="call run_shards(config), or use `fleetgen generate --shards N`")
     target = resolve_target(config)
     fp, rows = await asyncio.to_thread(fingerprint, config.prompts)
     stats = Stats(clock=clock, total=rows * config.samples)
