@@ -22,6 +22,7 @@ from standin_server import StandinServer
 from fleetgen.errors import ConfigError
 from fleetgen.export.results import iter_results
 from fleetgen.generate import GenerateConfig, generate
+from fleetgen.generate.runner import resolve_target
 from fleetgen.generate.shards import check_visible, shard_configs
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -67,6 +68,12 @@ def test_shard_configs_split_the_window_and_fix_paths(tmp_path, monkeypatch):
     assert [c.shard for c in parts] == ["0/3", "1/3", "2/3"] and {c.shards for c in parts} == {None}
     assert {c.concurrency for c in parts} == {22}  # 3 x 22 >= 64: each replica sees what one process would put on it
     assert all(c.prompts == tmp_path / "p.jsonl" and c.output_dir == tmp_path / "out" for c in parts)
+    assert {c.replica_slice for c in parts} == {None}  # fewer replicas than shards: all share the one
+    fleet = [f"http://127.0.0.1:{port}" for port in range(9001, 9006)]
+    sliced = shard_configs(cfg.model_copy(update={"endpoints": fleet}))
+    assert [c.replica_slice for c in sliced] == ["0/3", "1/3", "2/3"] and {c.concurrency for c in sliced} == {64}
+    mine = [resolve_target(c).endpoints for c in sliced]
+    assert sorted(e for m in mine for e in m) == fleet and mine[0] == [fleet[0], fleet[3]]  # disjoint, all covered
     with pytest.raises(ValueError, match="not both"):
         GenerateConfig(prompts=Path("p"), output_dir=Path("o"), endpoints=["http://x"], shards=2, shard="0/2")
     with pytest.raises(ConfigError, match="run_shards"):

@@ -59,6 +59,7 @@ def cmd_generate(
     ] = False,
     shard: Annotated[Optional[str], typer.Option("--shard", help=_h(GenerateConfig, "shard"))] = None,
     shards: Annotated[Optional[int], typer.Option("--shards", help=_h(GenerateConfig, "shards"))] = None,
+    replica_slice: Annotated[Optional[str], typer.Option(help=_h(GenerateConfig, "replica_slice"))] = None,
     shard_runner: Annotated[str, typer.Option(help=_h(GenerateConfig, "shard_runner"))] = "auto",
     shard_retries: Annotated[int, typer.Option(help=_h(GenerateConfig, "shard_retries"))] = 3,
     event_loop: Annotated[str, typer.Option(help=_h(GenerateConfig, "event_loop"))] = "asyncio",
@@ -79,7 +80,7 @@ def cmd_generate(
         "context_length": context_length, "dispatch": dispatch, "prefix_affinity": prefix_affinity,
         "hedge": hedge, "retry_errors": retry_errors, "token_ids": token_ids, "force": force, "api_key": api_key,
         "metrics_port": metrics_port, "metrics_host": metrics_host, "metrics_allow_remote": metrics_allow_remote,
-        "shard": shard, "shards": shards, "shard_runner": shard_runner, "shard_retries": shard_retries,
+        "shard": shard, "shards": shards, "replica_slice": replica_slice, "shard_runner": shard_runner, "shard_retries": shard_retries,
         "event_loop": event_loop,
     }
     base = merge_flags(ctx, flags, config, _FIELD_OF)

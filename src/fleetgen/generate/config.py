@@ -131,6 +131,13 @@ class GenerateConfig(StrictModel):
             "own journal files in the shared output directory; run N processes (any machines) to cover the job."
         ),
     )
+    replica_slice: str | None = Field(
+        None, pattern=r"^\d+/\d+$",
+        description=(
+            "i/N: drive only the replicas at positions i, i+N, ... of the fleet state (or the --endpoint list), each "
+            "with its whole window; `shards` gives shard i slice i/N when there are at least N replicas."
+        ),
+    )
     shards: int | None = Field(
         None, ge=1,
         description=(
@@ -166,13 +173,13 @@ class GenerateConfig(StrictModel):
             raise ValueError("endpoints must be distinct")
         return out
 
-    @field_validator("shard")
+    @field_validator("shard", "replica_slice")
     @classmethod
     def _check_shard(cls, v: str | None) -> str | None:
         if v is not None:
             i, n = map(int, v.split("/"))
             if not 0 <= i < n:
-                raise ValueError(f"shard {v!r}: need 0 <= i < N")
+                raise ValueError(f"{v!r}: need i/N with 0 <= i < N")
         return v
 
     @model_validator(mode="after")
@@ -195,6 +202,8 @@ class GenerateConfig(StrictModel):
     def _one_split(self) -> GenerateConfig:
         if self.shard is not None and self.shards is not None:
             raise ValueError("give shard (--shard i/N: this process is one shard) or shards (--shards N: run all N), not both")
+        if self.replica_slice is not None and self.shards is not None:
+            raise ValueError("shards (--shards N) slices the replicas itself: leave replica_slice (--replica-slice) out")
         return self
 
     @model_validator(mode="after")

@@ -57,6 +57,7 @@ class Target:
 def resolve_target(config: GenerateConfig) -> Target:
     """Endpoints from the fleet state or --endpoint, with the API key from config or FLEETGEN_API_KEY."""
     key = config.api_key.get_secret_value() if config.api_key else (os.environ.get("FLEETGEN_API_KEY") or None)
+    mine = Shard.parse(config.replica_slice)  # the whole fleet, unless this process drives a slice of it
     if config.fleet_state is not None:
         fleet = read_state(config.fleet_state)
         if not fleet.replicas:
@@ -65,8 +66,8 @@ def resolve_target(config: GenerateConfig) -> Target:
             raise ConfigError("the fleet requires an API key", hint="pass --api-key or set FLEETGEN_API_KEY")
         running = fleet.max_running_requests
         window = config.concurrency or ((running + WINDOW_QUEUE) if running else DEFAULT_WINDOW)
-        return Target(fleet.endpoints, config.model or fleet.served_model_name, window, key)
-    return Target(list(config.endpoints), config.model, config.concurrency or DEFAULT_WINDOW, key)
+        return Target(mine.of(fleet.endpoints), config.model or fleet.served_model_name, window, key)
+    return Target(mine.of(list(config.endpoints)), config.model, config.concurrency or DEFAULT_WINDOW, key)
 
 
 def generate(
@@ -175,7 +176,7 @@ async def _run(
             commit_interval_s=config.commit_interval_s, on_commit=on_progress,
         )
         loop = _Loop(session, writer, done, stats, stop, shard)
-        watch = asyncio.create_task(follow_fleet(config.fleet_state, dispatcher)) if config.fleet_state else None
+        watch = asyncio.create_task(follow_fleet(config.fleet_state, dispatcher, Shard.parse(config.replica_slice))) if config.fleet_state else None
         job_watch = JobWatch.start(config, stats, metrics)
         try:
             await loop.run()

@@ -119,17 +119,25 @@ def choose_runner(config: GenerateConfig) -> tuple[Runner, str | None]:
 
 
 def shard_configs(config: GenerateConfig) -> list[GenerateConfig]:
-    """Shard i/N of the job for each i: absolute paths (the same on every node), the per-replica window split N ways."""
+    """Shard i/N of the job for each i, with absolute paths (the same on every node) and its share of the replicas.
+
+    With at least N replicas shard i drives replica slice i/N with whole windows: a client's cost per
+    request grows with the replicas it chooses among, so each shard must see only its own. With fewer,
+    every shard drives all of them with 1/N of the window, so the replicas carry what one process would put on them.
+    """
     n = config.shards or 1
-    window = math.ceil(resolve_target(config).window / n)  # N shards put on each replica what one process would
+    target = resolve_target(config)
+    if len(target.endpoints) >= n:
+        share: list[dict[str, object]] = [{"replica_slice": f"{i}/{n}"} for i in range(n)]
+    else:
+        share = [{"concurrency": math.ceil(target.window / n)}] * n
     paths = {
         "prompts": Path(config.prompts).resolve(),
         "output_dir": Path(config.output_dir).resolve(),
         "fleet_state": Path(config.fleet_state).resolve() if config.fleet_state is not None else None,
     }
     return [
-        config.model_copy(update={**paths, "shards": None, "shard": f"{i}/{n}", "concurrency": window})
-        for i in range(n)
+        config.model_copy(update={**paths, **share[i], "shards": None, "shard": f"{i}/{n}"}) for i in range(n)
     ]
 
 
