@@ -44,6 +44,10 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _max_tokens() -> int:
+    return int(os.environ.get("SHARD_BENCH_MAX_TOKENS", "16"))
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -55,7 +59,7 @@ def child(prompts: Path, outdir: Path, endpoints: list[str], window: int, shard:
 
     from fleetgen.generate import GenerateConfig, generate
 
-    cfg = GenerateConfig(prompts=prompts, output_dir=outdir, endpoints=endpoints, model="null", max_tokens=16,
+    cfg = GenerateConfig(prompts=prompts, output_dir=outdir, endpoints=endpoints, model="null", max_tokens=_max_tokens(),
                          concurrency=window, shard=shard, replica_slice=shard, event_loop=event_loop)
     t0, c0 = time.monotonic(), time.process_time()
     stats = generate(cfg, handle_signals=False)
@@ -106,7 +110,7 @@ def run_ray_arm(n: int, prompts: Path, outdir: Path, endpoints: list[str], windo
     from fleetgen.generate import GenerateConfig, run_shards
 
     shutil.rmtree(outdir, ignore_errors=True)
-    cfg = GenerateConfig(prompts=prompts, output_dir=outdir, endpoints=endpoints, model="null", max_tokens=16,
+    cfg = GenerateConfig(prompts=prompts, output_dir=outdir, endpoints=endpoints, model="null", max_tokens=_max_tokens(),
                          concurrency=window, shards=n, shard_runner="ray", event_loop=event_loop)
     procs = {p.pid: p for p in psutil.Process().children(recursive=True) if p.pid != server_pid}
     before, me0 = _cpu_of(procs), time.process_time()
@@ -167,6 +171,8 @@ def main() -> None:
     ap.add_argument("--shard")
     ap.add_argument("--event-loop", default="asyncio", choices=["asyncio", "uvloop"])
     ap.add_argument("--no-ray", action="store_true", help="leave out the Ray arms")
+    ap.add_argument("--answer-tokens", type=int, default=0, help="null server's answer length in words (0: 'Blue.')")
+    ap.add_argument("--prompt-tokens", type=int, default=12, help="prompt ids the null server returns with --answer-tokens")
     ap.add_argument("--choice-only", action="store_true",
                     help="only measure the dispatcher's choice among 16..10,000 replicas; add it to --out")
     ap.add_argument("--rows", type=int, default=20_000)
@@ -186,7 +192,9 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="fleetgen-shard-bench-"))
     ports = [_free_port() for _ in range(args.replicas)]
-    server = subprocess.Popen([sys.executable, str(ROOT / "bench/null_server.py"), "--ports", *map(str, ports)])
+    server = subprocess.Popen([sys.executable, str(ROOT / "bench/null_server.py"), "--ports", *map(str, ports),
+                               "--answer-tokens", str(args.answer_tokens), "--prompt-tokens", str(args.prompt_tokens)])
+    os.environ["SHARD_BENCH_MAX_TOKENS"] = str(max(16, args.answer_tokens))  # children and Ray tasks read it
     try:
         for _ in range(100):
             try:
@@ -239,7 +247,7 @@ def main() -> None:
         server.wait()
         shutil.rmtree(work, ignore_errors=True)
     report = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores", "rows": args.rows,
-              "replicas": args.replicas, "window": args.window, "event_loop": args.event_loop, "runs": runs, "medians": med}
+              "answer_tokens": args.answer_tokens, "prompt_tokens": args.prompt_tokens, "replicas": args.replicas, "window": args.window, "event_loop": args.event_loop, "runs": runs, "medians": med}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
 
