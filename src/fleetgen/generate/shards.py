@@ -175,8 +175,8 @@ def run_processes(configs: list[GenerateConfig], retries: int) -> list[ShardOutc
         body = cfg.model_dump_json(exclude={"api_key"})
         for attempt in range(retries + 1):
             proc = subprocess.Popen(
-                [sys.executable, "-c", "from fleetgen.generate.shards import child_main; child_main()"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                text=True,
+                [sys.executable, "-c", "from fleetgen.generate.shards import child_main; child_main()"],
+                env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
             )
             procs[index] = proc
             out, _ = proc.communicate(body)
