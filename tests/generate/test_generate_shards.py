@@ -119,3 +119,22 @@ def test_kill9_of_one_shard_process_is_restarted_and_exactly_once(tmp_path, stan
     assert restarted["rows"]["resumed"] > 0  # the restart resumed the killed shard's journal
     assert sorted((r["id"], r["sample"]) for r in iter_results(out)) == sorted(expected)
     assert not list(out.glob(".fleetgen-shards-*"))
+
+
+def test_the_runner_follows_the_fleet_states_backend(tmp_path):
+    from fleetgen.fleet.state import FleetState, ReplicaState, write_state
+    from fleetgen.generate.shards import choose_runner
+
+    replica = ReplicaState(index=0, endpoint="http://10.0.0.1:30000", pid=1, create_time=0.0, engine="vllm", model="m",
+                           served_model_name="m", log_path="x.log", command=["serve"], effective_config={"model": "m"})
+    for backend, address, want in (("local", None, ("process", None)), ("ray", "10.0.0.1:6379", ("ray", "10.0.0.1:6379"))):
+        state = tmp_path / backend
+        state.mkdir()
+        write_state(state, FleetState(engine="vllm", model="m", served_model_name="m", replicas=[replica], backend=backend,
+                                      ray_address=address))
+        cfg = GenerateConfig(prompts=tmp_path / "p.jsonl", output_dir=tmp_path / "o", fleet_state=state, shards=2)
+        assert choose_runner(cfg) == want
+        assert choose_runner(cfg.model_copy(update={"shard_runner": "process"})) == ("process", None)
+    endpoints = GenerateConfig(prompts=tmp_path / "p.jsonl", output_dir=tmp_path / "o", endpoints=["http://x"], shards=2)
+    assert choose_runner(endpoints) == ("process", None)
+    assert choose_runner(endpoints.model_copy(update={"shard_runner": "ray"})) == ("ray", "auto")  # RAY_ADDRESS, as `ray` reads it
