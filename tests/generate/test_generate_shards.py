@@ -69,6 +69,7 @@ def test_shard_configs_split_the_window_and_fix_paths(tmp_path, monkeypatch):
     assert {c.concurrency for c in parts} == {22}  # 3 x 22 >= 64: each replica sees what one process would put on it
     assert all(c.prompts == tmp_path / "p.jsonl" and c.output_dir == tmp_path / "out" for c in parts)
     assert {c.replica_slice for c in parts} == {None}  # fewer replicas than shards: all share the one
+    assert [c.metrics_port for c in shard_configs(cfg.model_copy(update={"metrics_port": 9400}))] == [9400, 9401, 9402]
     fleet = [f"http://127.0.0.1:{port}" for port in range(9001, 9006)]
     sliced = shard_configs(cfg.model_copy(update={"endpoints": fleet}))
     assert [c.replica_slice for c in sliced] == ["0/3", "1/3", "2/3"] and {c.concurrency for c in sliced} == {64}

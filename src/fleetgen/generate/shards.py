@@ -136,8 +136,11 @@ def shard_configs(config: GenerateConfig) -> list[GenerateConfig]:
         "output_dir": Path(config.output_dir).resolve(),
         "fleet_state": Path(config.fleet_state).resolve() if config.fleet_state is not None else None,
     }
+    port = config.metrics_port  # a fixed metrics port: shard i serves on port + i (0: each picks a free one)
     return [
-        config.model_copy(update={**paths, **share[i], "shards": None, "shard": f"{i}/{n}"}) for i in range(n)
+        config.model_copy(update={**paths, **share[i], "shards": None, "shard": f"{i}/{n}",
+                                  "metrics_port": port + i if port else port})
+        for i in range(n)
     ]
 
 
