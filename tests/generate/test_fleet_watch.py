@@ -46,3 +46,23 @@ async def test_a_replacement_joins_when_verified_and_a_grown_fleet_is_only_noted
     err = capsys.readouterr().err
     assert "replica 1 was replaced; new requests go to http://c:2" in err
     assert "the fleet now has 3 replicas, this run keeps its 2" in err
+
+
+async def test_a_slice_of_the_fleet_follows_only_its_own_replicas(tmp_path, capsys):
+    from fleetgen.generate.shard import Shard
+
+    fleet = [_replica(i, f"http://r{i}:1", True) for i in range(4)]
+    _write(tmp_path, fleet)
+    d = Dispatcher([fleet[1].endpoint, fleet[3].endpoint], 4, DispatchPolicy())  # slice 1/2: replicas 1 and 3
+    watch = asyncio.create_task(follow_fleet(tmp_path, d, Shard(1, 2), poll_s=0.05))
+    try:
+        await _settle()
+        _write(tmp_path, [*fleet[:3], _replica(3, "http://new3:2", True)])
+        await _settle()
+        assert [r.endpoint for r in d.replicas] == ["http://r1:1", "http://new3:2"]
+        _write(tmp_path, [_replica(0, "http://new0:2", True), *fleet[1:3], _replica(3, "http://new3:2", True)])
+        await _settle()
+        assert [r.endpoint for r in d.replicas] == ["http://r1:1", "http://new3:2"]  # replica 0 is another slice's
+    finally:
+        watch.cancel()
+    assert "replica 3 was replaced" in capsys.readouterr().err

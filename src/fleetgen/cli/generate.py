@@ -17,7 +17,7 @@ from fleetgen.cli._wide import print_whole
 from fleetgen.config import field_help as _h
 from fleetgen.config import validate
 from fleetgen.errors import ConfigError
-from fleetgen.generate import GenerateConfig, Stats, generate
+from fleetgen.generate import GenerateConfig, ShardDone, ShardedRun, Stats, generate, run_shards
 
 console = Console(stderr=True)
 
@@ -58,6 +58,10 @@ def cmd_generate(
         bool, typer.Option("--metrics-allow-remote", help=_h(GenerateConfig, "metrics_allow_remote"))
     ] = False,
     shard: Annotated[Optional[str], typer.Option("--shard", help=_h(GenerateConfig, "shard"))] = None,
+    shards: Annotated[Optional[int], typer.Option("--shards", help=_h(GenerateConfig, "shards"))] = None,
+    replica_slice: Annotated[Optional[str], typer.Option(help=_h(GenerateConfig, "replica_slice"))] = None,
+    shard_runner: Annotated[str, typer.Option(help=_h(GenerateConfig, "shard_runner"))] = "auto",
+    shard_retries: Annotated[int, typer.Option(help=_h(GenerateConfig, "shard_retries"))] = 3,
     event_loop: Annotated[str, typer.Option(help=_h(GenerateConfig, "event_loop"))] = "asyncio",
     api_key: Annotated[
         Optional[str],
@@ -76,10 +80,17 @@ def cmd_generate(
         "context_length": context_length, "dispatch": dispatch, "prefix_affinity": prefix_affinity,
         "hedge": hedge, "retry_errors": retry_errors, "token_ids": token_ids, "force": force, "api_key": api_key,
         "metrics_port": metrics_port, "metrics_host": metrics_host, "metrics_allow_remote": metrics_allow_remote,
-        "shard": shard, "event_loop": event_loop,
+        "shard": shard, "shards": shards, "replica_slice": replica_slice, "shard_runner": shard_runner, "shard_retries": shard_retries,
+        "event_loop": event_loop,
     }
     base = merge_flags(ctx, flags, config, _FIELD_OF)
     cfg = validate(GenerateConfig, base, source=f"{config} and flags" if config else "flags")
+    if cfg.shards is not None:
+        sharded = run_shards(cfg)
+        _print_shards(sharded, cfg.output_dir)
+        if sharded.interrupted:
+            raise typer.Exit(130)
+        return
     stats = _run_with_progress(cfg)
     _print_summary(stats, cfg.output_dir)
     if stats.interrupted:
@@ -146,6 +157,22 @@ def _print_summary(s: Stats, outdir: Path) -> None:
     if s.turns_without_ids:
         tail += f"; {s.turns_without_ids} turns without token ids (the tokens export re-tokenizes those rows)"
     console.print(tail + f"; stats in {outdir / 'stats.json'}")
+
+
+def _print_shards(run: ShardedRun, outdir: Path) -> None:
+    t = Table(title=f"generate: {outdir} ({len(run.outcomes)} shards as {'Ray tasks' if run.runner == 'ray' else 'processes'})")
+    for col in ("shard", "ran on", "ok", "errors", "resumed", "out tokens", "wall s"):
+        t.add_column(col, justify="right")
+    for o in run.outcomes:
+        if isinstance(o, ShardDone):
+            rows = o.stats["rows"]
+            t.add_row(str(o.index), o.where, str(rows["ok"]), str(rows["errors"]), str(rows["resumed"]),
+                      str(o.stats["tokens"]["completion"]), f"{o.stats['wall_s']:.1f}")
+    s = run.stats
+    t.add_row("[bold]total", "", str(s["rows"].get("ok", 0)), str(s["rows"].get("errors", 0)),
+              str(s["rows"].get("resumed", 0)), str(s["tokens"].get("completion", 0)), f"{s['wall_s']:.1f}")
+    print_whole(console, t)
+    console.print(f"one output: export and report read every shard's files in {outdir}")
 
 
 def register(app: typer.Typer) -> None:

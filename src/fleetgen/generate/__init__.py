@@ -5,6 +5,7 @@ from fleetgen.generate.outcomes import Completed, Failed, Outcome, Skipped
 from fleetgen.generate.profiles import SamplingProfile
 from fleetgen.generate.records import BadRow, PromptRecord, normalize, read_prompts
 from fleetgen.generate.runner import generate, run
+from fleetgen.generate.shards import ShardDone, ShardedRun, ShardFailed, ShardOutcome, run_shards
 from fleetgen.generate.stats import ReplicaStats, Stats
 
 __all__ = [
@@ -16,10 +17,15 @@ __all__ = [
     "PromptRecord",
     "ReplicaStats",
     "SamplingProfile",
+    "ShardDone",
+    "ShardFailed",
+    "ShardOutcome",
+    "ShardedRun",
     "Skipped",
     "Stats",
     "generate",
     "normalize",
     "read_prompts",
     "run",
+    "run_shards",
 ]

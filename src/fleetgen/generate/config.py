@@ -15,6 +15,7 @@ Reasoning = Literal["save", "strip", "off"]
 Truncation = Literal["keep", "drop", "retry-longer"]
 DispatchPolicy = Literal["least-outstanding", "round-robin"]
 EventLoop = Literal["auto", "uvloop", "asyncio"]
+ShardRunner = Literal["auto", "ray", "process"]
 
 
 class GenerateConfig(StrictModel):
@@ -130,6 +131,32 @@ class GenerateConfig(StrictModel):
             "own journal files in the shared output directory; run N processes (any machines) to cover the job."
         ),
     )
+    replica_slice: str | None = Field(
+        None, pattern=r"^\d+/\d+$",
+        description=(
+            "i/N: drive only the replicas at positions i, i+N, ... of the fleet state (or the --endpoint list), each "
+            "with its whole window; `shards` gives shard i slice i/N when there are at least N replicas."
+        ),
+    )
+    shards: int | None = Field(
+        None, ge=1,
+        description=(
+            "Run the whole job from this one command as N shards at once (shard i/N each, into the same output "
+            "directory; the per-replica window is split among them); a shard that dies is started again and resumes "
+            "from its own journal."
+        ),
+    )
+    shard_runner: ShardRunner = Field(
+        "auto",
+        description=(
+            "Where `shards` run: ray: one Ray task each on the cluster of the fleet state (else RAY_ADDRESS), the "
+            "output directory on storage every node sees; process: processes on this machine; auto: ray when the "
+            "fleet state's backend is Ray, else process."
+        ),
+    )
+    shard_retries: int = Field(
+        3, ge=0, description="Times a shard whose process or Ray worker died (killed, node lost) is started again."
+    )
 
     @field_validator("endpoints")
     @classmethod
@@ -146,13 +173,13 @@ class GenerateConfig(StrictModel):
             raise ValueError("endpoints must be distinct")
         return out
 
-    @field_validator("shard")
+    @field_validator("shard", "replica_slice")
     @classmethod
     def _check_shard(cls, v: str | None) -> str | None:
         if v is not None:
             i, n = map(int, v.split("/"))
             if not 0 <= i < n:
-                raise ValueError(f"shard {v!r}: need 0 <= i < N")
+                raise ValueError(f"{v!r}: need i/N with 0 <= i < N")
         return v
 
     @model_validator(mode="after")
@@ -169,6 +196,14 @@ class GenerateConfig(StrictModel):
     @model_validator(mode="after")
     def _check_profiles(self) -> GenerateConfig:
         check_profiles(self.profiles, self.reasoning)
+        return self
+
+    @model_validator(mode="after")
+    def _one_split(self) -> GenerateConfig:
+        if self.shard is not None and self.shards is not None:
+            raise ValueError("give shard (--shard i/N: this process is one shard) or shards (--shards N: run all N), not both")
+        if self.replica_slice is not None and self.shards is not None:
+            raise ValueError("shards (--shards N) slices the replicas itself: leave replica_slice (--replica-slice) out")
         return self
 
     @model_validator(mode="after")

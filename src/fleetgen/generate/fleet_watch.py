@@ -14,12 +14,13 @@ from pathlib import Path
 from fleetgen.errors import FleetgenError
 from fleetgen.fleet.state import read_state, state_path
 from fleetgen.generate.dispatcher import Dispatcher
+from fleetgen.generate.shard import Shard
 
 POLL_S = 2.0
 
 
-async def follow_fleet(state_dir: Path, dispatcher: Dispatcher, poll_s: float = POLL_S) -> None:
-    """Until cancelled: on each change of the state file, point each replica at its endpoint once it is verified."""
+async def follow_fleet(state_dir: Path, dispatcher: Dispatcher, mine: Shard = Shard(), poll_s: float = POLL_S) -> None:
+    """Until cancelled: on each change of the state file, point each replica (of `mine`, its slice) at its endpoint once verified."""
     path = state_path(state_dir)
     seen: int | None = None
     told_size = False
@@ -33,12 +34,12 @@ async def follow_fleet(state_dir: Path, dispatcher: Dispatcher, poll_s: float = 
             continue
         seen = mtime
         try:
-            replicas = (await asyncio.to_thread(read_state, state_dir)).replicas
+            replicas = mine.of((await asyncio.to_thread(read_state, state_dir)).replicas)
         except FleetgenError:
             continue
-        for r in replicas[: len(dispatcher.replicas)]:
+        for position, r in enumerate(replicas[: len(dispatcher.replicas)]):
             # A replacement is written once when launched and again when verified: wait for the second.
-            if r.verified and dispatcher.replace_endpoint(r.index, r.endpoint):
+            if r.verified and dispatcher.replace_endpoint(position, r.endpoint):
                 print(f"note: replica {r.index} was replaced; new requests go to {r.endpoint}", file=sys.stderr)
         if len(replicas) != len(dispatcher.replicas) and not told_size:
             told_size = True

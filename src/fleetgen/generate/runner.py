@@ -61,6 +61,7 @@ class Target:
 def resolve_target(config: GenerateConfig) -> Target:
     """Endpoints from the fleet state or --endpoint, with the API key from config or FLEETGEN_API_KEY."""
     key = config.api_key.get_secret_value() if config.api_key else (os.environ.get("FLEETGEN_API_KEY") or None)
+    mine = Shard.parse(config.replica_slice)  # the whole fleet, unless this process drives a slice of it
     if config.fleet_state is not None:
         fleet = read_state(config.fleet_state)
         if not fleet.replicas:
@@ -69,8 +70,8 @@ def resolve_target(config: GenerateConfig) -> Target:
             raise ConfigError("the fleet requires an API key", hint="pass --api-key or set FLEETGEN_API_KEY")
         running = fleet.max_running_requests
         window = config.concurrency or ((running + WINDOW_QUEUE) if running else DEFAULT_WINDOW)
-        return Target(fleet.endpoints, config.model or fleet.served_model_name, window, key)
-    return Target(list(config.endpoints), config.model, config.concurrency or DEFAULT_WINDOW, key)
+        return Target(mine.of(fleet.endpoints), config.model or fleet.served_model_name, window, key)
+    return Target(mine.of(list(config.endpoints)), config.model, config.concurrency or DEFAULT_WINDOW, key)
 
 
 def generate(
@@ -143,6 +144,9 @@ async def _run(
     config: GenerateConfig, stop: _Stop, on_progress: Callable[[Stats], None] | None, clock: Clock,
     metrics: MetricsServer | None = None,
 ) -> Stats:
+    if config.shards is not None:  # one process is one shard; the N of them are run_shards' (shards.py)
+        raise ConfigError("generate() runs one process; shards (--shards N) are run by fleetgen.generate.shards.run_shards",
+                          hint="call run_shards(config), or use `fleetgen generate --shards N`")
     target = resolve_target(config)
     fp, rows = await asyncio.to_thread(fingerprint, config.prompts)
     stats = Stats(clock=clock, total=rows * config.samples)
@@ -181,7 +185,7 @@ async def _run(
             on_durable=progress.advance if progress is not None else None,
         )
         loop = _Loop(session, writer, done, stats, stop, shard, progress)
-        watch = asyncio.create_task(follow_fleet(config.fleet_state, dispatcher)) if config.fleet_state else None
+        watch = asyncio.create_task(follow_fleet(config.fleet_state, dispatcher, Shard.parse(config.replica_slice))) if config.fleet_state else None
         job_watch = JobWatch.start(config, stats, metrics)
         try:
             await loop.run()

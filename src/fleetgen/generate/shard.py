@@ -1,16 +1,18 @@
-"""`--shard i/N`: which prompt rows one of N client processes owns, and the journal files it writes.
+"""`--shard i/N`: which prompt rows one of N client processes owns, and the journal files it writes; `replica_slice`.
 
 A row belongs to shard id_hash(id) mod N: the 128-bit hash the done set uses, so the split is the
 same on every machine and every run, and all rows of one id (its samples, its duplicates) land in
 one shard. A row whose id cannot be read (a bad row) is owned by its line number mod N. Each shard
 writes its own journal files in the shared output directory (results.shard-i-of-N.jsonl and so on);
-`export` and `report` read every results*.jsonl and errors*.jsonl there as one output.
+`export` and `report` read every results*.jsonl and errors*.jsonl there as one output. The same
+i/N form slices a fleet's replicas by position (`replica_slice`), so each shard can drive its own.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TypeVar
 
 from fleetgen.errors import ConfigError
 from fleetgen.generate.doneset import id_hash
@@ -19,6 +21,7 @@ _SPEC = re.compile(r"^(\d+)/(\d+)$")
 # The error files of an output directory: errors.jsonl and one per shard (not the archived retried ones).
 ERROR_FILES = re.compile(r"^errors(\.shard-\d+-of-\d+)?\.jsonl$")
 STATS_FILES = re.compile(r"^stats(\.shard-\d+-of-\d+)?\.json$")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,14 @@ class Shard:
 
     def owns_line(self, line: int) -> bool:
         return self.whole or line % self.count == self.index
+
+    def owns_replica(self, position: int) -> bool:
+        """For `replica_slice`: the replica at this position of the fleet state (or --endpoint list) is this slice's."""
+        return self.whole or position % self.count == self.index
+
+    def of(self, items: list[T]) -> list[T]:
+        """The items at the positions this slice owns."""
+        return [x for k, x in enumerate(items) if self.owns_replica(k)]
 
 
 def merge_stats(parts: list[dict]) -> dict:

@@ -1,0 +1,107 @@
+"""`generate --shards N` as Ray tasks on a local multi-node Ray cluster; one shard's worker killed with -9.
+
+The cluster is real (a head without CPUs and two 1-CPU worker nodes, so the two shard tasks run on
+different nodes); the server is a STAND-IN (tests/generate/standin_server.py) paced per token, so a
+shard can be killed mid-run, which the real engine cannot be made to allow. Ray starts the killed
+task again (max_retries) and the new attempt resumes from the shard's journal.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import psutil
+import pytest
+from helpers import write_prompts
+from standin_server import StandinServer
+from test_generate_shards import holder_of, keys_of, wait_for_bytes
+
+from fleetgen.errors import FleetgenError
+from fleetgen.export.results import iter_results
+from fleetgen.generate import GenerateConfig, ShardDone, run_shards
+
+ray = pytest.importorskip("ray")
+
+MIB = 2**20
+# A head, two worker nodes and two shard workers; no engine replicas.
+NEEDS_GIB = 4
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    free = psutil.virtual_memory().available
+    if free < NEEDS_GIB * 2**30:
+        pytest.skip(f"needs >= {NEEDS_GIB} GiB of free memory for a local Ray cluster; {free / 2**30:.1f} GiB free")
+    from ray.cluster_utils import Cluster
+
+    mp = pytest.MonkeyPatch()
+    mp.setenv("RAY_memory_monitor_refresh_ms", "0")  # Ray's OOM killer judges a machine others share here
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "object_store_memory": 80 * MIB})
+    try:
+        for _ in range(2):
+            c.add_node(num_cpus=1, object_store_memory=80 * MIB)
+        c.wait_for_nodes()
+        mp.setenv("RAY_ADDRESS", c.address)  # --endpoint jobs find the cluster as `ray` would
+        yield c
+    finally:
+        ray.shutdown()
+        c.shutdown()
+        mp.undo()
+
+
+@pytest.fixture(scope="module")
+def standin():
+    server = StandinServer(delay_per_token_s=0.004, max_concurrent=32)
+    url = server.start()
+    yield url
+    server.stop()
+
+
+def _cfg(prompts: Path, out: Path, url: str, **kw) -> GenerateConfig:
+    return GenerateConfig(prompts=prompts, output_dir=out, endpoints=[url], model="standin", samples=2, max_tokens=8,
+                          concurrency=16, hedge=False, shards=2, shard_runner="ray", **kw)
+
+
+def test_kill9_of_one_shard_task_worker_is_retried_by_ray_and_exactly_once(cluster, standin, tmp_path):
+    import threading
+
+    n = 400
+    prompts = write_prompts(tmp_path / "p.jsonl", n)
+    out = tmp_path / "out"
+    expected = {(f"p{i}", k) for i in range(n) for k in range(2)}
+    victim_file = out / "results.shard-1-of-2.jsonl"
+    killed: list[psutil.Process] = []
+
+    def kill_shard_1() -> None:
+        wait_for_bytes(victim_file, 2000)
+        victim = holder_of(victim_file, psutil.Process().children(recursive=True))
+        if victim is not None:
+            killed.append(victim)
+            victim.send_signal(signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_shard_1)
+    killer.start()
+    run = run_shards(_cfg(prompts, out, standin))
+    killer.join()
+    assert killed, "no Ray worker held shard 1's journal when it had 2,000 bytes: make the job longer"
+    assert run.runner == "ray" and all(isinstance(o, ShardDone) for o in run.outcomes)
+    assert str(killed[0].pid) not in run.outcomes[1].where  # a new worker finished shard 1
+    assert run.outcomes[1].stats["rows"]["resumed"] > 0  # ...by resuming its journal
+    keys = keys_of(out)
+    assert max(keys.values()) == 1 and set(keys) == expected
+    assert sorted((r["id"], r["sample"]) for r in iter_results(out)) == sorted(expected)
+    assert run.stats["rows"]["ok"] + run.stats["rows"]["resumed"] == 2 * n
+    assert not list(out.glob(".fleetgen-shards-*"))
+    # Run again: every shard finds its journal complete; nothing is sent twice.
+    again = run_shards(_cfg(prompts, out, standin))
+    assert again.stats["rows"]["ok"] == 0 and max(keys_of(out).values()) == 1
+
+
+def test_a_shard_that_fails_on_purpose_is_reported_not_retried(cluster, standin, tmp_path):
+    prompts = write_prompts(tmp_path / "p.jsonl", 10)
+    out = tmp_path / "out"
+    run_shards(_cfg(prompts, out, standin))
+    with pytest.raises(FleetgenError, match=r"shard 0/2 failed: .*(sampling|job)") as e:
+        run_shards(_cfg(prompts, out, standin, temperature=0.1))  # another job in the same directory
+    assert "and 1 more" in e.value.message
