@@ -173,7 +173,7 @@ class Progress:
         self._line, self._offset, self._count = (start.line, start.offset, start.count) if start else (1, 0, 0)
         self._written = self._line if start else 0
         self._claims = _Claims()  # claimed before the watermark, not yet in a frame
-        # [test, count, end offset, next line, claims]: test None (resolved) or (ROW, id) / (BAD, line);
+        # [test, count, end offset, next line, claims]: test None (resolved) or (ROW, id hash) / (BAD, line);
         # claims a _Claims for runs of resolved rows (compact: 20 bytes a row however long the run), else a list.
         self._pending: deque[list] = deque()
 
@@ -240,7 +240,8 @@ class Progress:
 
     def pending_row(self, line: int, end: int, count: int, rid: str) -> None:
         """Row `line` claims `rid` and is resolved once every sample of `rid` is recorded."""
-        self._pending.append([(_ROW, rid), count, end, line + 1, [(id_hash(rid), line)]])
+        h = id_hash(rid)
+        self._pending.append([(_ROW, h), count, end, line + 1, [(h, line)]])
 
     def pending_bad(self, line: int, end: int) -> None:
         """Row `line` is resolved once its row error is recorded."""
@@ -250,18 +251,23 @@ class Progress:
 
     def advance(self) -> None:
         """After a commit (the done set now equals the journal on disk): move past resolved rows, write a frame."""
-        q, done, samples = self._pending, self._done, self._samples
+        q, done, samples, claims = self._pending, self._done, self._samples, self._claims
+        count, moved = 0, None
         while q:
             entry = q[0]
             test = entry[0]
             if test is not None:
                 kind, key = test
-                if not (done.has_all(key, samples) if kind is _ROW else key in done.bad_lines):
+                if not (done.has_all_hash(key, samples) if kind is _ROW else key in done.bad_lines):
                     break
             q.popleft()
-            self._count += entry[1]
-            self._offset, self._line = entry[2], entry[3]
-            self._claims.extend(entry[4])
+            count += entry[1]
+            moved = entry
+            if entry[4]:
+                claims.extend(entry[4])
+        if moved is not None:
+            self._count += count
+            self._offset, self._line = moved[2], moved[3]
         if self._line != self._written:
             self._write()
 
@@ -321,8 +327,11 @@ class _Claims:
             self.hi.extend(other.hi)
             self.line.extend(other.line)
         else:
+            lo, hi, ln = self.lo.append, self.hi.append, self.line.append
             for h, line in other:
-                self.add(h, line)
+                lo(h & _U64)
+                hi(h >> 64)
+                ln(line)
 
     def encode(self) -> bytes:
         claims = np.empty(len(self.line), dtype=CLAIM_DTYPE)
