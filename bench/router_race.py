@@ -42,6 +42,7 @@ from pathlib import Path
 
 import aiohttp
 import orjson
+import psutil
 from rich.console import Console
 from rich.table import Table
 
@@ -54,6 +55,7 @@ from real_fleet import free_port_base, start_fleet  # noqa: E402
 from fleetgen.fleet import down, read_state  # noqa: E402
 from fleetgen.fleet.engines.base import metric_totals  # noqa: E402
 from fleetgen.fleet.launcher import restart_replica  # noqa: E402
+from fleetgen.fleet.process import process_tree  # noqa: E402
 from fleetgen.generate import GenerateConfig, Stats, run  # noqa: E402
 
 ROUTER_VERSION = "0.1.17"  # the pin of the `bench` extra in pyproject.toml
@@ -122,6 +124,18 @@ async def counters(endpoints: list[str]) -> list[dict[str, float]]:
     return out
 
 
+def cpu_seconds(procs: list[psutil.Process]) -> float:
+    """User + system CPU of live processes (children included): the work a replica did, whatever the neighbours did."""
+    total = 0.0
+    for p in procs:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+
 class RealReplicas:
     """vLLM-CPU replicas of a fleet state directory: metrics, cache reset, kill -9 and restart."""
 
@@ -151,6 +165,9 @@ class RealReplicas:
                 except (aiohttp.ClientError, asyncio.TimeoutError):
                     ok = False
         return ok
+
+    def processes(self) -> list[psutil.Process]:
+        return [p for r in self.state.replicas for p in process_tree(r.pid, r.create_time)]
 
     def kill(self, index: int) -> None:
         os.killpg(self.state.replicas[index].pid, signal.SIGKILL)  # the server and its engine core, as a lost node
@@ -187,6 +204,9 @@ class StandinReplicas:
 
     async def reset_prefix_cache(self) -> bool:
         return True
+
+    def processes(self) -> list[psutil.Process]:
+        return [psutil.Process(p.pid) for p in self.procs if p.poll() is None]
 
     def kill(self, index: int) -> None:
         os.killpg(self.procs[index].pid, signal.SIGKILL)
@@ -260,22 +280,33 @@ async def one_arm(
         cfg = GenerateConfig(prompts=prompts, output_dir=out, endpoints=[router.endpoint], model=replicas.model,
                              concurrency=concurrency * len(replicas.endpoints), **gen)
     before = await replicas.counters()
+    procs = replicas.processes()
+    cpu0, client0 = cpu_seconds(procs), time.process_time()
     t0 = time.monotonic()
     stats = await run(cfg, on_progress=on_progress, handle_signals=False)
     wall = time.monotonic() - t0
+    cpu1, client1 = cpu_seconds(procs), time.process_time()
     after = await replicas.counters()
     res = {
         "arm": arm, "wall_s": round(wall, 2), "ok": stats.ok, "errors": stats.errors,
+        # The replicas' own CPU: steadier than wall time on a shared box (a killed one stops counting).
+        "replica_cpu_s": round(cpu1 - cpu0, 1), "client_cpu_s": round(client1 - client0, 2),
         "pairs_per_s": round(stats.ok / wall, 2), "completion_tokens": stats.completion_tokens,
         "client_failed_attempts": sum(r.failures for r in stats.replicas),
         "hedges": sum(r.hedges for r in stats.replicas), "stopped_reason": stats.stopped_reason,
         "output_dir": str(out),
     }
+    res.update(counter_deltas(before, after))
+    return res
+
+
+def counter_deltas(before: list[dict[str, float]], after: list[dict[str, float]]) -> dict:
+    """Prefix-cache hit rate over all replicas and each replica's share of generated tokens, during one arm."""
     d = [{k: a[k] - b.get(k, 0.0) for k in a} for a, b in zip(after, before)]
     hits, queries = sum(x["hits"] for x in d), sum(x["queries"] for x in d)
-    res["prefix_cache_hit_rate"] = round(hits / queries, 3) if queries else None
-    res["generated_share"] = [round(x["generated"] / max(1.0, sum(y["generated"] for y in d)), 2) for x in d]
-    return res
+    generated = sum(x["generated"] for x in d)
+    return {"prefix_cache_hit_rate": round(hits / queries, 3) if queries else None,
+            "generated_share": [round(x["generated"] / generated, 2) if generated else 0.0 for x in d]}
 
 
 def arm_orders(arms: list[str], repeats: int) -> list[list[str]]:
@@ -289,6 +320,11 @@ def arm_orders(arms: list[str], repeats: int) -> list[list[str]]:
 async def scenario_prefix(args, replicas: RealReplicas, router_bin: str, tmp: Path) -> list[dict]:
     gen = dict(samples=args.samples, max_tokens=args.max_tokens, temperature=0.8)
     arms = ["fleetgen"] + [f"router {p}" for p in args.policies]
+    if args.warmup:  # untimed: fresh replicas pay for their first full batches, which no arm should carry
+        prompts = write_prompts(tmp / "prefix-warm.jsonl", context_prompts(args.prompts, args.words, 7, "warm"))
+        warm = await one_arm("warm-up", replicas, prompts, tmp, router=None, concurrency=args.concurrency,
+                             gen={**gen, "prefix_affinity": False})
+        print(_line("prefix", warm), flush=True)
     rows = []
     for r, order in enumerate(arm_orders(arms, args.repeats)):
         for arm in order:
@@ -373,7 +409,7 @@ async def _arm(arm, replicas, prompts, tmp, router_bin, concurrency, gen, on_pro
 
 
 def _line(scenario: str, res: dict) -> str:
-    keep = ("arm", "repeat", "wall_s", "ok", "errors", "prefix_cache_hit_rate", "generated_share",
+    keep = ("arm", "repeat", "wall_s", "replica_cpu_s", "ok", "errors", "prefix_cache_hit_rate", "generated_share",
             "client_failed_attempts", "finished", "audit", "crash")
     return f"{scenario}: " + json.dumps({k: res[k] for k in keep if k in res})
 
@@ -385,7 +421,8 @@ def medians(rows: list[dict]) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for arm in dict.fromkeys(r["arm"] for r in rows):
         mine = [r for r in rows if r["arm"] == arm]
-        out[arm] = {"wall_s": statistics.median(r["wall_s"] for r in mine), "walls": [r["wall_s"] for r in mine]}
+        out[arm] = {"wall_s": statistics.median(r["wall_s"] for r in mine), "walls": [r["wall_s"] for r in mine],
+                    "replica_cpu_s": statistics.median(r["replica_cpu_s"] for r in mine)}
         rates = [r["prefix_cache_hit_rate"] for r in mine if r.get("prefix_cache_hit_rate") is not None]
         if rates:
             out[arm]["prefix_cache_hit_rate"] = round(statistics.median(rates), 3)
@@ -393,18 +430,21 @@ def medians(rows: list[dict]) -> dict[str, dict]:
     best = min((a for a in out if a != "fleetgen"), key=lambda a: out[a]["wall_s"], default=None)
     for arm, m in out.items():
         m["router_best_over_this"] = round(out[best]["wall_s"] / m["wall_s"], 2) if best else None
+        m["router_best_cpu_over_this"] = round(out[best]["replica_cpu_s"] / m["replica_cpu_s"], 2) if best and m["replica_cpu_s"] else None
     return out
 
 
 def print_speed(title: str, med: dict[str, dict]) -> None:
     t = Table(title=title)
-    for col in ("arm", "wall s (median)", "runs", "prefix-cache hit rate", "share of tokens per replica (last run)", "router's best wall / this"):
+    for col in ("arm", "wall s (median)", "runs", "replica CPU s", "prefix-cache hit rate",
+                "tokens per replica (last run)", "router's best wall / this", "router's best CPU / this"):
         t.add_column(col)
     for arm, m in med.items():
         hit = m.get("prefix_cache_hit_rate")
-        t.add_row(arm, f"{m['wall_s']:.1f}", " / ".join(f"{w:.1f}" for w in m["walls"]),
+        t.add_row(arm, f"{m['wall_s']:.1f}", " / ".join(f"{w:.1f}" for w in m["walls"]), f"{m['replica_cpu_s']:.1f}",
                   "" if hit is None else f"{hit:.2f}", " / ".join(f"{x:.2f}" for x in m.get("generated_share") or []),
-                  f"{m['router_best_over_this']:.2f}x" if m["router_best_over_this"] else "")
+                  f"{m['router_best_over_this']:.2f}x" if m["router_best_over_this"] else "",
+                  f"{m['router_best_cpu_over_this']:.2f}x" if m["router_best_cpu_over_this"] else "")
     Console(width=160).print(t)
 
 
@@ -448,7 +488,8 @@ async def main_async(args: argparse.Namespace) -> dict:
                 own_fleet = tmp / "fleet"
                 t0 = time.monotonic()
                 print("starting 2 vLLM-CPU replicas (SmolLM2, --enforce-eager) ...", flush=True)
-                start_fleet(own_fleet, 2, env={"VLLM_SERVER_DEV_MODE": "1"})  # the dev mode serves /reset_prefix_cache
+                # The dev mode serves /reset_prefix_cache; start_fleet runs its own event loop, hence the thread.
+                await asyncio.to_thread(start_fleet, own_fleet, 2, env={"VLLM_SERVER_DEV_MODE": "1"})
                 result["fleet_start_s"] = round(time.monotonic() - t0, 1)
                 real = RealReplicas(own_fleet)
             result["fleet"] = {"replicas": len(real.endpoints), "model": real.model,
@@ -488,6 +529,8 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=3, help="prefix: samples per prompt")
     ap.add_argument("--words", type=int, default=500, help="prefix: words of each prompt's context")
     ap.add_argument("--max-tokens", type=int, default=32, help="prefix: token budget per answer")
+    ap.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=True,
+                    help="prefix: one untimed run on the replicas before the arms")
     ap.add_argument("--policies", default="cache_aware,round_robin,power_of_two", type=lambda s: s.split(","),
                     help="prefix: router policies")
     ap.add_argument("--unequal-prompts", type=int, default=600)
