@@ -294,6 +294,7 @@ async def one_arm(
         "pairs_per_s": round(stats.ok / wall, 2), "completion_tokens": stats.completion_tokens,
         "client_failed_attempts": sum(r.failures for r in stats.replicas),
         "hedges": sum(r.hedges for r in stats.replicas), "stopped_reason": stats.stopped_reason,
+        "requests_sent": sum(r.requests for r in stats.replicas),
         "output_dir": str(out),
     }
     res.update(counter_deltas(before, after))
@@ -319,7 +320,7 @@ def arm_orders(arms: list[str], repeats: int) -> list[list[str]]:
 
 async def scenario_prefix(args, replicas: RealReplicas, router_bin: str, tmp: Path) -> list[dict]:
     gen = dict(samples=args.samples, max_tokens=args.max_tokens, temperature=0.8)
-    arms = ["fleetgen"] + [f"router {p}" for p in args.policies]
+    arms = ["fleetgen"] + (["fleetgen no-hedge"] if args.no_hedge_arm else []) + [f"router {p}" for p in args.policies]
     if args.warmup:  # untimed: fresh replicas pay for their first full batches, which no arm should carry
         prompts = write_prompts(tmp / "prefix-warm.jsonl", context_prompts(args.prompts, args.words, 7, "warm"))
         warm = await one_arm("warm-up", replicas, prompts, tmp, router=None, concurrency=args.concurrency,
@@ -387,6 +388,7 @@ async def scenario_kill(
             a = audit(Path(res["output_dir"]), ids, 1) if res.get("output_dir") else None
             res.pop("generated_share", None)  # the victim's counters die with it, and its cache
             res.pop("prefix_cache_hit_rate", None)
+            res.pop("replica_cpu_s", None)
             res.update(repeat=r, killed_at_rows=killed.get("at_done"), replica=replicas.kind,
                        audit=asdict_audit(a) if a else None)
             if not killed:
@@ -400,7 +402,8 @@ async def scenario_kill(
 
 
 async def _arm(arm, replicas, prompts, tmp, router_bin, concurrency, gen, on_progress=None) -> dict:
-    if arm == "fleetgen":
+    if arm.startswith("fleetgen"):
+        gen = {**gen, "hedge": False} if arm == "fleetgen no-hedge" else gen
         return await one_arm(arm, replicas, prompts, tmp, router=None, concurrency=concurrency, gen=gen,
                              on_progress=on_progress)
     async with Router(router_bin, replicas.endpoints, arm.split()[1], tmp / "router.log") as router:
@@ -409,7 +412,7 @@ async def _arm(arm, replicas, prompts, tmp, router_bin, concurrency, gen, on_pro
 
 
 def _line(scenario: str, res: dict) -> str:
-    keep = ("arm", "repeat", "wall_s", "replica_cpu_s", "ok", "errors", "prefix_cache_hit_rate", "generated_share",
+    keep = ("arm", "repeat", "wall_s", "replica_cpu_s", "hedges", "ok", "errors", "prefix_cache_hit_rate", "generated_share",
             "client_failed_attempts", "finished", "audit", "crash")
     return f"{scenario}: " + json.dumps({k: res[k] for k in keep if k in res})
 
@@ -422,12 +425,13 @@ def medians(rows: list[dict]) -> dict[str, dict]:
     for arm in dict.fromkeys(r["arm"] for r in rows):
         mine = [r for r in rows if r["arm"] == arm]
         out[arm] = {"wall_s": statistics.median(r["wall_s"] for r in mine), "walls": [r["wall_s"] for r in mine],
-                    "replica_cpu_s": statistics.median(r["replica_cpu_s"] for r in mine)}
+                    "replica_cpu_s": statistics.median(r["replica_cpu_s"] for r in mine),
+                    "hedges": statistics.median(r.get("hedges", 0) for r in mine)}
         rates = [r["prefix_cache_hit_rate"] for r in mine if r.get("prefix_cache_hit_rate") is not None]
         if rates:
             out[arm]["prefix_cache_hit_rate"] = round(statistics.median(rates), 3)
         out[arm]["generated_share"] = mine[-1].get("generated_share")
-    best = min((a for a in out if a != "fleetgen"), key=lambda a: out[a]["wall_s"], default=None)
+    best = min((a for a in out if a.startswith("router")), key=lambda a: out[a]["wall_s"], default=None)
     for arm, m in out.items():
         m["router_best_over_this"] = round(out[best]["wall_s"] / m["wall_s"], 2) if best else None
         m["router_best_cpu_over_this"] = round(out[best]["replica_cpu_s"] / m["replica_cpu_s"], 2) if best and m["replica_cpu_s"] else None
@@ -436,12 +440,12 @@ def medians(rows: list[dict]) -> dict[str, dict]:
 
 def print_speed(title: str, med: dict[str, dict]) -> None:
     t = Table(title=title)
-    for col in ("arm", "wall s (median)", "runs", "replica CPU s", "prefix-cache hit rate",
+    for col in ("arm", "wall s (median)", "runs", "replica CPU s", "hedged requests", "prefix-cache hit rate",
                 "tokens per replica (last run)", "router's best wall / this", "router's best CPU / this"):
         t.add_column(col)
     for arm, m in med.items():
         hit = m.get("prefix_cache_hit_rate")
-        t.add_row(arm, f"{m['wall_s']:.1f}", " / ".join(f"{w:.1f}" for w in m["walls"]), f"{m['replica_cpu_s']:.1f}",
+        t.add_row(arm, f"{m['wall_s']:.1f}", " / ".join(f"{w:.1f}" for w in m["walls"]), f"{m['replica_cpu_s']:.1f}", f"{m['hedges']:.0f}",
                   "" if hit is None else f"{hit:.2f}", " / ".join(f"{x:.2f}" for x in m.get("generated_share") or []),
                   f"{m['router_best_over_this']:.2f}x" if m["router_best_over_this"] else "",
                   f"{m['router_best_cpu_over_this']:.2f}x" if m["router_best_cpu_over_this"] else "")
@@ -531,6 +535,8 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=32, help="prefix: token budget per answer")
     ap.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=True,
                     help="prefix: one untimed run on the replicas before the arms")
+    ap.add_argument("--no-hedge-arm", action=argparse.BooleanOptionalAction, default=True,
+                    help="prefix: also run fleetgen with hedging off (shows what the tail's hedges cost here)")
     ap.add_argument("--policies", default="cache_aware,round_robin,power_of_two", type=lambda s: s.split(","),
                     help="prefix: router policies")
     ap.add_argument("--unequal-prompts", type=int, default=600)
@@ -553,9 +559,10 @@ def main() -> None:
         if name in result:
             print_speed(title, result[name]["medians"])
             m = result[name]["medians"]
-            best = min((a for a in m if a != "fleetgen"), key=lambda a: m[a]["wall_s"])
-            result[name]["fleetgen_over_router_best"] = round(m[best]["wall_s"] / m["fleetgen"]["wall_s"], 2)
-            print(f"{name}: fleetgen is {result[name]['fleetgen_over_router_best']:.2f}x the router's best ({best})")
+            best = min((a for a in m if a.startswith("router")), key=lambda a: m[a]["wall_s"])
+            for arm in (a for a in m if a.startswith("fleetgen")):
+                result[name][f"{arm} over router best"] = ratio = m[arm]["router_best_over_this"]
+                print(f"{name}: {arm} is {ratio:.2f}x the router's best ({best}) by median wall time")
     if "kill" in result:
         print_kill(result["kill"]["runs"])
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -28,6 +28,7 @@ def test_counter_deltas_count_only_what_happened_during_the_arm():
 def test_ratio_is_against_the_fastest_router_arm_by_median():
     rows = [
         {"arm": "fleetgen", "wall_s": 10.0, "replica_cpu_s": 20.0},
+        {"arm": "fleetgen no-hedge", "wall_s": 5.0, "replica_cpu_s": 5.0},
         {"arm": "fleetgen", "wall_s": 30.0, "replica_cpu_s": 20.0},
         {"arm": "router slow", "wall_s": 40.0, "replica_cpu_s": 50.0},
         {"arm": "router slow", "wall_s": 40.0, "replica_cpu_s": 50.0},
