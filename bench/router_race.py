@@ -11,6 +11,8 @@ endpoint that times the number of replicas. Arms alternate within each repeat, t
    context. Wall time and the engine's prefix-cache hit rate (vllm:prefix_cache_* deltas). Between
    arms the cache is emptied (POST /reset_prefix_cache, served because the replicas run with
    VLLM_SERVER_DEV_MODE=1) AND every arm gets contexts of its own, so no arm hits another's blocks.
+   An extra arm "fleetgen no-hedge" shows what the tail's hedges cost (a job that fits in the window
+   is all tail); an untimed warm-up run goes first.
 2. unequal: two STAND-IN servers (tests/generate/standin_server.py, not engines) at 10 vs 40 ms/token.
 3. kill: kill -9 (the process group) of replica 1 once `--kill-at` of the rows are written; per arm the
    rows written, row errors, rows lost and duplicated (results + errors audited exactly-once against the
