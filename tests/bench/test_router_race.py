@@ -5,8 +5,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+_saved = list(sys.path)
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from router_race import arm_orders, counter_deltas, medians  # noqa: E402
+
+sys.path[:] = _saved  # the bench puts tests/ folders first on the path; the rest of the session should not see that
 
 
 def test_each_arm_goes_first_once_per_cycle_and_every_repeat_runs_every_arm():
