@@ -324,7 +324,7 @@ async def scenario_prefix(args, replicas: RealReplicas, router_bin: str, tmp: Pa
     gen = dict(samples=args.samples, max_tokens=args.max_tokens, temperature=0.8)
     arms = ["fleetgen"] + (["fleetgen no-hedge"] if args.no_hedge_arm else []) + [f"router {p}" for p in args.policies]
     if args.warmup:  # untimed: fresh replicas pay for their first full batches, which no arm should carry
-        prompts = write_prompts(tmp / "prefix-warm.jsonl", context_prompts(args.prompts, args.words, 7, "warm"))
+        prompts = write_prompts(tmp / "prefix-warm.jsonl", context_prompts(min(args.prompts, 40), args.words, 7, "warm"))
         warm = await one_arm("warm-up", replicas, prompts, tmp, router=None, concurrency=args.concurrency,
                              gen={**gen, "prefix_affinity": False})
         print(_line("prefix", warm), flush=True)
