@@ -143,26 +143,46 @@ class Dispatcher:
         return not r.probing and r.outstanding == 0 and now >= r.retry_at
 
     def _choose(self, key: str | None, exclude: Replica | None = None) -> Replica | None:
-        now = self.clock()
         if not self.policy.least_outstanding:
-            return self._choose_round_robin(now, exclude)
-        candidates = [r for r in self.replicas if r is not exclude and self._available(r, now)]
-        if not candidates:
+            return self._choose_round_robin(self.clock(), exclude)
+        # The least loaded available replica, lowest index first among equals; load is relative to the
+        # window, so replicas of different sizes fill alike. One pass, no list: this runs per request.
+        best: Replica | None = None
+        best_load = 2.0
+        now: float | None = None
+        for r in self.replicas:
+            s = r.stats
+            if s.in_rotation:
+                if s.outstanding >= r.window or r is exclude:
+                    continue
+            else:  # out of rotation: after its cool-down, one request probes it (half-open)
+                if now is None:
+                    now = self.clock()
+                if r.probing or s.outstanding or now < r.retry_at or r is exclude:
+                    continue
+            load = s.outstanding / r.window
+            if load < best_load:
+                best, best_load = r, load
+        if best is None:
             return None
-        # Load is relative to the window, so replicas of different sizes fill alike.
-        best = min(candidates, key=lambda r: (r.outstanding / r.window, r.index))
         if self.policy.prefix_affinity and key is not None and exclude is None:
-            pinned = self._pins.get(key)
-            if pinned is not None and pinned in candidates and pinned.in_rotation:
+            pins = self._pins
+            pinned = pins.get(key)
+            if (
+                pinned is not None
+                and pinned.stats.in_rotation
+                and pinned is self.replicas[pinned.index]  # not an address since replaced
+                and pinned.stats.outstanding < pinned.window
+            ):
                 slack = max(2, pinned.window // 8)
                 # Affinity yields to balance once the pinned replica is clearly busier than the best.
                 if pinned.outstanding <= best.outstanding * pinned.window / best.window + slack:
-                    self._pins.move_to_end(key)
+                    pins.move_to_end(key)
                     return pinned
-            self._pins[key] = best
-            self._pins.move_to_end(key)
-            if len(self._pins) > self._max_pins:
-                self._pins.popitem(last=False)
+            pins[key] = best
+            pins.move_to_end(key)
+            if len(pins) > self._max_pins:
+                pins.popitem(last=False)
         return best
 
     def _choose_round_robin(self, now: float, exclude: Replica | None) -> Replica | None:
@@ -185,16 +205,19 @@ class Dispatcher:
         r.stats.requests += 1
         return r
 
+    def try_acquire(self, key: str | None = None) -> Replica | None:
+        """A slot on a replica if one is free now, else None; NoReplicaError once every replica is given up."""
+        if self._dead:
+            raise NoReplicaError(self._dead, hint="start or fix the servers, then run the same command to resume")
+        r = self._choose(key)
+        return None if r is None else self._take(r)
+
     async def acquire(self, key: str | None = None) -> Replica:
         """A slot on a replica, waiting for one; NoReplicaError once every replica is given up."""
-        while True:
-            if self._dead:
-                raise NoReplicaError(self._dead, hint="start or fix the servers, then run the same command to resume")
-            r = self._choose(key)
-            if r is not None:
-                return self._take(r)
+        while (r := self.try_acquire(key)) is None:
             self._changed.clear()
             await self._changed.wait()
+        return r
 
     def try_acquire_other(self, than: Replica) -> Replica | None:
         """A free slot on another replica in rotation, without waiting (for hedging)."""
@@ -287,7 +310,7 @@ class Dispatcher:
                 await asyncio.sleep(delay)
 
     async def _run_once(self, key: str | None, fn: Callable[[Replica], Awaitable[T]]) -> tuple[T, Replica]:
-        r = await self.acquire(key)
+        r = self.try_acquire(key) or await self.acquire(key)  # no coroutine to await when a slot is free
         started = self.clock()
         # The request is awaited directly, with no task or wait of its own: a twin can join it only in the
         # tail, through a watcher task (see _hedge_later) that the tail starts for each request in flight.
