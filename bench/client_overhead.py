@@ -14,8 +14,8 @@ a real engine is that overhead over the request's duration there (see BENCHMARKS
 
 Usage: .venv/bin/python bench/client_overhead.py [--rows 20000] [--repeats 3] [--out bench/results/client_overhead.json]
        add --metrics for a third arm: generate with its Prometheus port open and scraped every --scrape-every s.
-       add --base-src DIR for the arms fleetgen-base (and fleetgen-base-uvloop with --arms): the same client
-       from another source tree (e.g. `git archive main src | tar -x -C DIR/..`), for before/after in one run.
+       add --base-src [LABEL=]DIR (repeatable) for an arm fleetgen-LABEL (default label: base): the fleetgen arm
+       on another source tree (e.g. `git archive main src | tar -x -C DIR/..`), for before/after in one run.
 """
 
 from __future__ import annotations
@@ -155,13 +155,13 @@ def child(arm: str, prompts: Path, endpoints: list[str], window: int, scrape_eve
 
 
 def _run_arm(arm: str, prompts: Path, ports: list[int], window: int, core: int, scrape_every_s: float = 1.0,
-             base_src: Path | None = None) -> dict:
+             trees: dict[str, Path] | None = None) -> dict:
     endpoints = [f"http://127.0.0.1:{p}" for p in ports]
     _get(f"http://127.0.0.1:{ports[0]}/_arrivals")  # clear
     env = None
-    if arm.startswith("fleetgen-base"):  # the fleetgen arm, on the code of --base-src
-        env = {**os.environ, "PYTHONPATH": str(base_src)}
-        arm = arm.replace("fleetgen-base", "fleetgen", 1)
+    if arm in (trees or {}):  # the fleetgen arm, on the code of that --base-src
+        env = {**os.environ, "PYTHONPATH": str(trees[arm])}  # type: ignore[index]
+        arm = "fleetgen"
     cmd = ["taskset", "-c", str(core), sys.executable, __file__, "--child", arm, "--prompts", str(prompts),
            "--window", str(window), "--scrape-every", str(scrape_every_s), "--endpoints", *endpoints]
     res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout.strip().splitlines()[-1])
@@ -190,13 +190,17 @@ def main() -> None:
     ap.add_argument("--metrics", action="store_true",
                     help="add the arm fleetgen-metrics: generate with its metrics port open and scraped every --scrape-every s")
     ap.add_argument("--scrape-every", type=float, default=1.0)
-    ap.add_argument("--base-src", type=Path, help="another source tree: adds the arm fleetgen-base, fleetgen on that code")
+    ap.add_argument("--base-src", action="append", default=[], metavar="[LABEL=]DIR",
+                    help="another source tree: adds the arm fleetgen-LABEL (default: fleetgen-base), fleetgen on that code")
     args = ap.parse_args()
     if args.child:
         return child(args.child, args.prompts, args.endpoints, args.window, args.scrape_every)
     arms = args.arms.split(",") + (["fleetgen-metrics"] if args.metrics else [])
-    if args.base_src and not any(a.startswith("fleetgen-base") for a in arms):
-        arms.append("fleetgen-base")
+    trees = {}
+    for spec in args.base_src:
+        label, _, path = spec.rpartition("=")
+        trees[f"fleetgen-{label or 'base'}"] = Path(path)
+    arms += [a for a in trees if a not in arms]
 
     ports = [_free_port() for _ in range(args.replicas)]
     server = subprocess.Popen(["taskset", "-c", str(args.server_core), sys.executable, str(ROOT / "bench/null_server.py"),
@@ -217,9 +221,9 @@ def main() -> None:
                 order = arms if i % 2 == 0 else arms[::-1]
                 for arm in order:
                     runs["throughput"][arm].append(
-                        _run_arm(arm, big, ports, args.window, args.client_core, args.scrape_every, args.base_src))
+                        _run_arm(arm, big, ports, args.window, args.client_core, args.scrape_every, trees))
                     runs["cycle"][arm].append(
-                        _run_arm(arm, small, ports[:1], 1, args.client_core, args.scrape_every, args.base_src))
+                        _run_arm(arm, small, ports[:1], 1, args.client_core, args.scrape_every, trees))
                     print(f"repeat {i + 1} {arm}: {runs['throughput'][arm][-1]['req_per_s']:.0f} req/s, "
                           f"cycle p50 {runs['cycle'][arm][-1]['cycle_p50_us']:.0f} us", file=sys.stderr)
     finally:
