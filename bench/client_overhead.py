@@ -133,7 +133,12 @@ def child(arm: str, prompts: Path, endpoints: list[str], window: int, scrape_eve
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     # Arms: bare / fleetgen / fleetgen-metrics on asyncio's loop; a "-uvloop" suffix runs the client on uvloop's.
     loop = "uvloop" if arm.endswith("-uvloop") else "asyncio"
-    if arm.startswith("bare"):
+    if arm == "bare-gctuned":  # the bare loop under the collector settings fleetgen's run loop uses
+        from fleetgen.generate.gc_tuning import fewer_collections
+
+        with fewer_collections():
+            out = asyncio.run(_bare(prompts, endpoints, window))
+    elif arm.startswith("bare"):
         if loop == "uvloop":
             import uvloop
 
@@ -175,8 +180,9 @@ def _run_arm(arm: str, prompts: Path, ports: list[int], window: int, core: int, 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--child", choices=["bare", "fleetgen", "fleetgen-metrics", "bare-uvloop", "fleetgen-uvloop"])
-    ap.add_argument("--arms", default="bare,fleetgen", help="comma-separated: bare, fleetgen, bare-uvloop, fleetgen-uvloop")
+    ap.add_argument("--child", choices=["bare", "fleetgen", "fleetgen-metrics", "bare-uvloop", "fleetgen-uvloop", "bare-gctuned"])
+    ap.add_argument("--arms", default="bare,fleetgen",
+                    help="comma-separated: bare, fleetgen, bare-uvloop, fleetgen-uvloop, bare-gctuned (gc_tuning.py's settings)")
     ap.add_argument("--prompts", type=Path)
     ap.add_argument("--endpoints", nargs="+")
     ap.add_argument("--rows", type=int, default=20000)

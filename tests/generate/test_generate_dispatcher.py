@@ -282,3 +282,23 @@ async def test_cancelling_a_hedged_request_cancels_both_and_frees_both_slots():
     await asyncio.sleep(0.01)
     assert sorted(cancelled) == [0, 1]
     assert [r.outstanding for r in d.replicas] == [0, 0]
+
+
+@pytest.mark.parametrize("hedge", [False, True])
+@pytest.mark.parametrize("tail", [False, True])
+async def test_a_cancelled_request_frees_its_slot(hedge, tail):
+    d = make(window=2, hedge=hedge, hedge_after_s=30.0, prefix_affinity=False)
+    if tail:
+        d.enter_tail()
+
+    async def fn(r):
+        await asyncio.sleep(30)
+
+    task = asyncio.ensure_future(d.run(None, fn))
+    await asyncio.sleep(0.01)
+    assert sum(r.outstanding for r in d.replicas) == 1
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert [r.outstanding for r in d.replicas] == [0, 0]
+    assert sum(r.stats.ok + r.stats.failures for r in d.replicas) == 0

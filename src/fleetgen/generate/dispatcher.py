@@ -323,7 +323,10 @@ class Dispatcher:
         try:
             result = await fn(r)
         except asyncio.CancelledError:
-            if flight is None or not self._after_cancel(flight):
+            if flight is None:
+                self.release(r)  # no outcome: the run is abandoning it
+                raise
+            if not self._after_cancel(flight):  # (it returns the slot)
                 raise
             return flight.twin.result(), flight.twin_replica  # type: ignore[union-attr,return-value]
         except BaseException as exc:
@@ -426,7 +429,7 @@ class Dispatcher:
             return
         self.release(other, ok=True)
         self._observe(other, flight.started)
-        if flight.state is _RACING:
+        if flight.state is _RACING and flight.task is not None:  # (None: run outside a task, nothing to cancel)
             flight.state = _TWIN_WON
             flight.task.cancel()  # the first request is still inside `await fn(r)`: the cancel lands there
 
