@@ -183,3 +183,122 @@ async def test_retries_are_counted_and_answered_requests_observed_for_the_latenc
     assert stats.retries == 2  # two failed attempts, each sent again
     answered = sum(sum(r.stats.latency.counts) for r in d.replicas)
     assert answered == 3 == sum(r.stats.ok for r in d.replicas)
+
+
+async def _answer(task):
+    """The task's answer, without cancelling it on a timeout (wait_for would, and could get an answer then)."""
+    done, _ = await asyncio.wait({task}, timeout=5)
+    assert done, "the hedged request did not answer"
+    return task.result()
+
+
+async def _hedged(d, fn):
+    """Start `fn` before the tail on replica 0 (replica 1 busy), enter the tail, free replica 1: a twin may start."""
+    d.replicas[1].stats.outstanding = d.replicas[1].window  # so the first request lands on replica 0
+    task = asyncio.ensure_future(d.run(None, fn))
+    await asyncio.sleep(0.01)
+    assert d.replicas[0].outstanding == 1
+    d.enter_tail()
+    d.replicas[1].stats.outstanding = 1
+    d.release(d.replicas[1])  # a slot freed there wakes the watcher waiting for one
+    return task
+
+
+async def test_a_request_in_flight_when_the_tail_begins_is_hedged_and_the_straggler_cancelled():
+    d = make(window=2, hedge_after_s=0.05, prefix_affinity=False)
+    cancelled = []
+
+    async def fn(r):
+        if r.index == 0:
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                cancelled.append(r.index)
+                raise
+        return f"from {r.index}"
+
+    res, rep = await _answer(await _hedged(d, fn))
+    assert res == "from 1" and rep.index == 1
+    assert cancelled == [0]
+    assert [r.outstanding for r in d.replicas] == [0, 0]
+    assert d.replicas[1].stats.hedges == 1 and d.replicas[1].stats.ok == 1 and d.replicas[0].stats.ok == 0
+    assert asyncio.current_task().cancelling() == 0
+
+
+async def test_a_straggler_that_answers_before_its_twin_wins_and_the_twin_is_cancelled():
+    d = make(window=2, hedge_after_s=0.05, prefix_affinity=False)
+    cancelled = []
+
+    async def fn(r):
+        try:
+            await asyncio.sleep(0.1 if r.index == 0 else 30)
+        except asyncio.CancelledError:
+            cancelled.append(r.index)
+            raise
+        return f"from {r.index}"
+
+    res, rep = await _answer(await _hedged(d, fn))
+    assert res == "from 0" and rep.index == 0
+    await asyncio.sleep(0.01)
+    assert cancelled == [1] and d.replicas[1].stats.hedges == 1
+    assert [r.outstanding for r in d.replicas] == [0, 0] and d.replicas[0].stats.ok == 1
+
+
+@pytest.mark.parametrize("failing", [0, 1])
+async def test_when_one_of_a_hedged_pair_fails_the_other_answers(failing):
+    d = make(window=2, hedge_after_s=0.05, prefix_affinity=False)
+
+    async def fn(r):
+        # The twin starts at ~0.05 s; it fails fast (failing=1), or outlives the first's failure at 0.2 s.
+        await asyncio.sleep(0.2 if r.index == 0 else (0.01 if failing == 1 else 0.3))
+        if r.index == failing:
+            raise TransientError("connection reset")
+        return f"from {r.index}"
+
+    res, rep = await _answer(await _hedged(d, fn))
+    assert res == f"from {1 - failing}" and rep.index == 1 - failing
+    await asyncio.sleep(0.01)
+    assert d.replicas[failing].stats.failures == 1 and d.replicas[1 - failing].stats.ok == 1
+    assert [r.outstanding for r in d.replicas] == [0, 0] and d.replicas[1].stats.hedges == 1
+
+
+async def test_cancelling_a_hedged_request_cancels_both_and_frees_both_slots():
+    d = make(window=2, hedge_after_s=0.05, prefix_affinity=False)
+    cancelled = []
+
+    async def fn(r):
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.append(r.index)
+            raise
+
+    task = await _hedged(d, fn)
+    await asyncio.sleep(0.1)
+    assert d.replicas[1].stats.hedges == 1
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.sleep(0.01)
+    assert sorted(cancelled) == [0, 1]
+    assert [r.outstanding for r in d.replicas] == [0, 0]
+
+
+@pytest.mark.parametrize("hedge", [False, True])
+@pytest.mark.parametrize("tail", [False, True])
+async def test_a_cancelled_request_frees_its_slot(hedge, tail):
+    d = make(window=2, hedge=hedge, hedge_after_s=30.0, prefix_affinity=False)
+    if tail:
+        d.enter_tail()
+
+    async def fn(r):
+        await asyncio.sleep(30)
+
+    task = asyncio.ensure_future(d.run(None, fn))
+    await asyncio.sleep(0.01)
+    assert sum(r.outstanding for r in d.replicas) == 1
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert [r.outstanding for r in d.replicas] == [0, 0]
+    assert sum(r.stats.ok + r.stats.failures for r in d.replicas) == 0

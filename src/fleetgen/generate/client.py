@@ -6,6 +6,7 @@ only says whether a failure is worth retrying (TransientError) or is the row's f
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -67,19 +68,26 @@ def new_session(api_key: str | None, connections: int) -> aiohttp.ClientSession:
     )
 
 
+@functools.lru_cache(maxsize=64)
+def _timeout(total_s: float) -> aiohttp.ClientTimeout:
+    """One ClientTimeout per distinct limit (a run has a few), not one per request; it is immutable."""
+    return aiohttp.ClientTimeout(total=total_s, sock_connect=min(10.0, total_s))
+
+
+_JSON = {"Content-Type": "application/json"}  # aiohttp only reads it
+
+
 async def chat(session: aiohttp.ClientSession, endpoint: str, body: dict[str, Any], timeout_s: float) -> ChatAnswer:
     """POST /v1/chat/completions once; raise TransientError or Rejected for anything but a usable answer."""
-    timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=min(10.0, timeout_s))
+    retry_after = None
     try:
         async with session.post(
-            endpoint + "/v1/chat/completions",
-            data=orjson.dumps(body),
-            headers={"Content-Type": "application/json"},
-            timeout=timeout,
+            endpoint + "/v1/chat/completions", data=orjson.dumps(body), headers=_JSON, timeout=_timeout(timeout_s)
         ) as r:
             raw = await r.read()
             status = r.status
-            retry_after = _retry_after(r.headers.get("Retry-After"))
+            if status != 200:
+                retry_after = _retry_after(r.headers.get("Retry-After"))
     except TimeoutError:
         raise TransientError(f"timed out after {timeout_s:.0f}s") from None
     except (aiohttp.ClientError, OSError) as e:

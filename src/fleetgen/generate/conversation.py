@@ -18,9 +18,10 @@ from fleetgen.generate.profiles import apply as apply_profile
 from fleetgen.generate.records import PromptRecord
 from fleetgen.generate.token_ids import REQUEST_FIELDS as TOKEN_ID_FIELDS
 from fleetgen.generate.token_ids import TurnIdsLog
-from fleetgen.generate.tool_turns import follow_up
+from fleetgen.generate.tool_turns import FollowUp, follow_up
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+_NO_TOOLS = FollowUp(None)  # never changed: its lists are only read
 
 
 @dataclass
@@ -35,6 +36,11 @@ class Session:
     # "auto" until a server says it cannot parse tool calls; then "none" (tools still reach the template).
     tool_choice: str = "auto"
     notes: list[str] = field(default_factory=list)
+    # The job's sampling parameters (config.sampling()), built once: every row records them.
+    sampling: dict[str, object] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.sampling = self.config.sampling()
 
 
 def derived_seed(seed: int | None, rid: str, sample: int, turn: int) -> int | None:
@@ -108,7 +114,10 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
         j = i + 1
         while j < len(messages) and messages[j]["role"] == "tool":
             j += 1
-        follow = follow_up(m, list(messages[i + 1 : j]), answer.tool_calls, match=cfg.tool_match, more_follows=j <= last)
+        if answer.tool_calls or j > i + 1:
+            follow = follow_up(m, list(messages[i + 1 : j]), answer.tool_calls, match=cfg.tool_match, more_follows=j <= last)
+        else:
+            follow = _NO_TOOLS  # no call made, no result recorded: what follow_up answers then
         message = _assistant_message(answer, follow.calls, cfg.reasoning)
         out.append(message)
         history.append(_for_request(message))
@@ -120,9 +129,10 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
                 "recorded_messages_dropped": len(messages) - (i + 1),
             }
             break
-        dropped += follow.dropped
-        out += follow.results
-        history += follow.results
+        if follow is not _NO_TOOLS:
+            dropped += follow.dropped
+            out += follow.results
+            history += follow.results
         i = j
     return Completed(
         id=prompt.id,
@@ -136,9 +146,9 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
             "cut": cut,
             **({"dropped_tool_results": dropped} if dropped else {}),
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
-            "replica": replicas[0] if len(set(replicas)) == 1 else replicas,
+            "replica": replicas[0] if len(replicas) == 1 or len(set(replicas)) == 1 else replicas,
             "model": s.model,
-            **_sampling_of(cfg, prompt.id, sample, profile, first_body),
+            **_sampling_of(s, prompt.id, sample, profile, first_body),
             "timing": {"started_at": round(t0, 3), "latency_s": round(time.time() - t0, 3)},
             **({"token_ids": ids.record()} if cfg.token_ids else {}),
         },
@@ -151,17 +161,19 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
 
 
 def _sampling_of(
-    cfg: GenerateConfig, rid: str, sample: int, profile: SamplingProfile | None, body: dict[str, Any] | None
+    s: Session, rid: str, sample: int, profile: SamplingProfile | None, body: dict[str, Any] | None
 ) -> dict[str, Any]:
     """What a row records of its sampling: with profiles, the profile and the parameters its first turn sent."""
     if profile is None:
-        return {"sampling": {**cfg.sampling(), "seed": derived_seed(cfg.seed, rid, sample, 0)}}
+        return {"sampling": {**s.sampling, "seed": derived_seed(s.config.seed, rid, sample, 0)}}
     # Later turns send the same parameters, with their own derived seed (and budget, after retry-longer).
     return {"profile": profile.name, "sampling": sent_sampling(body or {})}
 
 
 def _for_request(m: dict[str, Any]) -> dict[str, Any]:
     """What the server sees of a message: reasoning of earlier turns is not sent back."""
+    if "reasoning_content" not in m:
+        return dict(m)
     return {k: v for k, v in m.items() if k != "reasoning_content"}
 
 

@@ -95,8 +95,9 @@ class Dispatcher:
         self._max_pins = max(1024, 8 * self.capacity)
         self._rr = 0
         self._latencies: deque[float] = deque(maxlen=256)
-        self._tail = asyncio.get_running_loop().create_future()
-        self._tail_gates: set[Callable[[], None]] = set()  # requests waiting for the tail to consider hedging
+        self._in_tail = False
+        # Hedged requests in flight before the tail, each with its request function: the tail watches them.
+        self._flights: dict[_Flight, Callable[[Replica], Awaitable[object]]] = {}
         self._all_down_since: float | None = None
         self._dead: str | None = None
 
@@ -107,10 +108,11 @@ class Dispatcher:
 
     def enter_tail(self) -> None:
         """The input is exhausted: from now on stragglers may be hedged."""
-        if not self._tail.done():
-            self._tail.set_result(None)
-            for open_gate in list(self._tail_gates):
-                open_gate()
+        if not self._in_tail:
+            self._in_tail = True
+            for flight, fn in list(self._flights.items()):
+                self._watch(flight, fn)
+            self._flights.clear()
 
     def replace_endpoint(self, index: int, endpoint: str) -> bool:
         """Send replica `index`'s future work to `endpoint` (a replacement on a new address); False if unchanged.
@@ -141,26 +143,46 @@ class Dispatcher:
         return not r.probing and r.outstanding == 0 and now >= r.retry_at
 
     def _choose(self, key: str | None, exclude: Replica | None = None) -> Replica | None:
-        now = self.clock()
         if not self.policy.least_outstanding:
-            return self._choose_round_robin(now, exclude)
-        candidates = [r for r in self.replicas if r is not exclude and self._available(r, now)]
-        if not candidates:
+            return self._choose_round_robin(self.clock(), exclude)
+        # The least loaded available replica, lowest index first among equals; load is relative to the
+        # window, so replicas of different sizes fill alike. One pass, no list: this runs per request.
+        best: Replica | None = None
+        best_load = 2.0
+        now: float | None = None
+        for r in self.replicas:
+            s = r.stats
+            if s.in_rotation:
+                if s.outstanding >= r.window or r is exclude:
+                    continue
+            else:  # out of rotation: after its cool-down, one request probes it (half-open)
+                if now is None:
+                    now = self.clock()
+                if r.probing or s.outstanding or now < r.retry_at or r is exclude:
+                    continue
+            load = s.outstanding / r.window
+            if load < best_load:
+                best, best_load = r, load
+        if best is None:
             return None
-        # Load is relative to the window, so replicas of different sizes fill alike.
-        best = min(candidates, key=lambda r: (r.outstanding / r.window, r.index))
         if self.policy.prefix_affinity and key is not None and exclude is None:
-            pinned = self._pins.get(key)
-            if pinned is not None and pinned in candidates and pinned.in_rotation:
+            pins = self._pins
+            pinned = pins.get(key)
+            if (
+                pinned is not None
+                and pinned.stats.in_rotation
+                and pinned is self.replicas[pinned.index]  # not an address since replaced
+                and pinned.stats.outstanding < pinned.window
+            ):
                 slack = max(2, pinned.window // 8)
                 # Affinity yields to balance once the pinned replica is clearly busier than the best.
                 if pinned.outstanding <= best.outstanding * pinned.window / best.window + slack:
-                    self._pins.move_to_end(key)
+                    pins.move_to_end(key)
                     return pinned
-            self._pins[key] = best
-            self._pins.move_to_end(key)
-            if len(self._pins) > self._max_pins:
-                self._pins.popitem(last=False)
+            pins[key] = best
+            pins.move_to_end(key)
+            if len(pins) > self._max_pins:
+                pins.popitem(last=False)
         return best
 
     def _choose_round_robin(self, now: float, exclude: Replica | None) -> Replica | None:
@@ -183,16 +205,19 @@ class Dispatcher:
         r.stats.requests += 1
         return r
 
+    def try_acquire(self, key: str | None = None) -> Replica | None:
+        """A slot on a replica if one is free now, else None; NoReplicaError once every replica is given up."""
+        if self._dead:
+            raise NoReplicaError(self._dead, hint="start or fix the servers, then run the same command to resume")
+        r = self._choose(key)
+        return None if r is None else self._take(r)
+
     async def acquire(self, key: str | None = None) -> Replica:
         """A slot on a replica, waiting for one; NoReplicaError once every replica is given up."""
-        while True:
-            if self._dead:
-                raise NoReplicaError(self._dead, hint="start or fix the servers, then run the same command to resume")
-            r = self._choose(key)
-            if r is not None:
-                return self._take(r)
+        while (r := self.try_acquire(key)) is None:
             self._changed.clear()
             await self._changed.wait()
+        return r
 
     def try_acquire_other(self, than: Replica) -> Replica | None:
         """A free slot on another replica in rotation, without waiting (for hedging)."""
@@ -285,49 +310,128 @@ class Dispatcher:
                 await asyncio.sleep(delay)
 
     async def _run_once(self, key: str | None, fn: Callable[[Replica], Awaitable[T]]) -> tuple[T, Replica]:
-        r = await self.acquire(key)
+        r = self.try_acquire(key) or await self.acquire(key)  # no coroutine to await when a slot is free
         started = self.clock()
-        if not self.policy.hedge:
-            # No twin can join: await the request itself, with no extra task or wait per request.
-            try:
-                result = await fn(r)
-            except BaseException as exc:
-                self._release_after(r, exc)
-                raise
-            self.release(r, ok=True)
-            took = self.clock() - started
-            self._latencies.append(took)
-            r.stats.latency.observe(took)
-            return result, r
-        first = asyncio.ensure_future(fn(r))
-        running: dict[asyncio.Future, Replica] = {first: r}
+        # The request is awaited directly, with no task or wait of its own: a twin can join it only in the
+        # tail, through a watcher task (see _hedge_later) that the tail starts for each request in flight.
+        flight = _Flight(r, started) if self.policy.hedge else None
+        if flight is not None:
+            if self._in_tail:
+                self._watch(flight, fn)
+            else:
+                self._flights[flight] = fn
         try:
-            await self._wait_or_hedge(first, r, started, fn, running)
-            last_error: BaseException | None = None
-            while running:
-                if len(running) == 1 and first in running and first.done():
-                    done = {first}  # the common case: the request answered before any hedge
-                else:
-                    done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-                for fut in done:
-                    rep = running.pop(fut)
-                    exc = fut.exception()
-                    if exc is None:
-                        self.release(rep, ok=True)
-                        took = self.clock() - started
-                        self._latencies.append(took)
-                        rep.stats.latency.observe(took)
-                        return fut.result(), rep
-                    self._release_after(rep, exc)
-                    last_error = exc
-            assert last_error is not None
-            raise last_error
-        finally:
-            for fut, rep in running.items():
-                fut.cancel()  # the losing hedge: closing its connection makes the server abort it
-                self.release(rep)
-            if running:
-                await asyncio.gather(*running, return_exceptions=True)
+            result = await fn(r)
+        except asyncio.CancelledError:
+            if flight is None:
+                self.release(r)  # no outcome: the run is abandoning it
+                raise
+            if not self._after_cancel(flight):  # (it returns the slot)
+                raise
+            return flight.twin.result(), flight.twin_replica  # type: ignore[union-attr,return-value]
+        except BaseException as exc:
+            self._release_after(r, exc)
+            if flight is None:
+                raise
+            return await self._after_failure(flight, exc)
+        if flight is not None:
+            self._leave(flight)
+            if flight.state is _TWIN_WON:  # fn swallowed the cancel that the twin's answer sent it
+                flight.task.uncancel()  # type: ignore[union-attr]
+                self.release(r)
+                return flight.twin.result(), flight.twin_replica  # type: ignore[union-attr,return-value]
+        self.release(r, ok=True)
+        self._observe(r, started)
+        return result, r
+
+    def _observe(self, r: Replica, started: float) -> None:
+        took = self.clock() - started
+        self._latencies.append(took)
+        r.stats.latency.observe(took)
+
+    def _leave(self, flight: _Flight) -> None:
+        """The first request is over (answered, failed or cancelled): no twin may start or win any more."""
+        self._flights.pop(flight, None)
+        if flight.state is _RACING:
+            flight.state = _OVER
+        if flight.watcher is not None:
+            flight.watcher.cancel()  # no effect once it started the twin (it has returned)
+        if flight.twin is not None and flight.state is _OVER:
+            flight.twin.cancel()  # the losing hedge: closing its connection makes the server abort it
+
+    def _after_cancel(self, flight: _Flight) -> bool:
+        """The first request was cancelled: True if by its twin's answer (take that), False if from outside."""
+        won = flight.state is _TWIN_WON
+        self._leave(flight)
+        self.release(flight.replica)
+        # Cancelled from outside as well (the count stays above 0): the run is abandoning it.
+        return won and flight.task.uncancel() == 0  # type: ignore[union-attr]
+
+    async def _after_failure(self, flight: _Flight, exc: BaseException) -> tuple[T, Replica]:
+        """The first request failed: a twin in flight may still answer (its error then propagates instead)."""
+        twin = flight.twin
+        if flight.state is _TWIN_WON:  # fn turned the cancel that the twin's answer sent it into an error
+            self._leave(flight)
+            flight.task.uncancel()  # type: ignore[union-attr]
+            return twin.result(), flight.twin_replica  # type: ignore[union-attr,return-value]
+        if twin is None or flight.state is not _RACING:
+            self._leave(flight)
+            raise exc
+        flight.state = _FIRST_FAILED
+        self._leave(flight)
+        try:
+            await asyncio.wait((twin,))
+        except asyncio.CancelledError:
+            flight.state = _OVER
+            twin.cancel()
+            raise
+        if twin.cancelled():
+            raise exc
+        twin_exc = twin.exception()
+        if twin_exc is not None:
+            raise twin_exc
+        return twin.result(), flight.twin_replica  # type: ignore[return-value]
+
+    def _watch(self, flight: _Flight, fn: Callable[[Replica], Awaitable[object]]) -> None:
+        flight.watcher = asyncio.ensure_future(self._hedge_later(flight, fn))
+
+    async def _hedge_later(self, flight: _Flight, fn: Callable[[Replica], Awaitable[object]]) -> None:
+        """In the tail, a request slower than the hedge threshold gets a twin on an idle replica."""
+        threshold = self.policy.hedge_after_s
+        if len(self._latencies) >= 8:
+            threshold = max(threshold, 2 * statistics.median(self._latencies))
+        remaining = threshold - (self.clock() - flight.started)
+        if remaining > 0:
+            await asyncio.sleep(remaining)
+        while (other := self.try_acquire_other(flight.replica)) is None:
+            # Every other replica is full: try again when a slot frees up (cancelled if the request answers first).
+            self._changed.clear()
+            await self._changed.wait()
+        other.stats.hedges += 1
+        flight.twin_replica = other
+        flight.twin = twin = asyncio.ensure_future(fn(other))
+        twin.add_done_callback(lambda t: self._twin_done(flight, t))
+        flight.watcher = None
+
+    def _twin_done(self, flight: _Flight, twin: asyncio.Future) -> None:
+        """Return the twin's slot, exactly once; if it answered while the first still runs, it wins."""
+        other = flight.twin_replica
+        assert other is not None
+        if twin.cancelled():
+            self.release(other)
+            return
+        exc = twin.exception()
+        if exc is not None:
+            self._release_after(other, exc)  # the first request goes on (or, if it failed too, this error ends it)
+            return
+        if flight.state is _OVER:
+            self.release(other)  # answered too, but the first answer already won
+            return
+        self.release(other, ok=True)
+        self._observe(other, flight.started)
+        if flight.state is _RACING and flight.task is not None:  # (None: run outside a task, nothing to cancel)
+            flight.state = _TWIN_WON
+            flight.task.cancel()  # the first request is still inside `await fn(r)`: the cancel lands there
 
     def _release_after(self, r: Replica, exc: BaseException) -> None:
         """Return a slot after a request raised: a transient failure, a rejection, or anything else."""
@@ -338,50 +442,21 @@ class Dispatcher:
         else:
             self.release(r)
 
-    async def _until_done_or_tail(self, first: asyncio.Future) -> None:
-        """Wait for `first` or the tail, in O(1): one gate per request instead of a callback on the tail future."""
-        gate = asyncio.get_running_loop().create_future()
 
-        def open_gate(_: object = None) -> None:
-            if not gate.done():
-                gate.set_result(None)
+# What a hedged request's first attempt is doing (see Dispatcher._run_once).
+_RACING, _FIRST_FAILED, _TWIN_WON, _OVER = "racing", "first failed", "twin won", "over"
 
-        first.add_done_callback(open_gate)
-        self._tail_gates.add(open_gate)
-        try:
-            await gate
-        finally:
-            self._tail_gates.discard(open_gate)
-            first.remove_done_callback(open_gate)
 
-    async def _wait_or_hedge(
-        self,
-        first: asyncio.Future,
-        r: Replica,
-        started: float,
-        fn: Callable[[Replica], Awaitable[T]],
-        running: dict[asyncio.Future, Replica],
-    ) -> None:
-        """In the tail, a request slower than the hedge threshold gets a twin on an idle replica."""
-        if not self._tail.done():
-            await self._until_done_or_tail(first)
-            if first.done():
-                return
-        threshold = self.policy.hedge_after_s
-        if len(self._latencies) >= 8:
-            threshold = max(threshold, 2 * statistics.median(self._latencies))
-        remaining = threshold - (self.clock() - started)
-        if remaining > 0:
-            done, _ = await asyncio.wait({first}, timeout=remaining)
-            if done:
-                return
-        while (other := self.try_acquire_other(r)) is None:
-            # Every other replica is full: try again when a slot frees up, unless the request answers first.
-            self._changed.clear()
-            freed = asyncio.ensure_future(self._changed.wait())
-            done, _ = await asyncio.wait({first, freed}, return_when=asyncio.FIRST_COMPLETED)
-            freed.cancel()
-            if first in done:
-                return
-        other.stats.hedges += 1
-        running[asyncio.ensure_future(fn(other))] = other
+class _Flight:
+    """One request awaited directly by its sample's task; in the tail, a watcher may send it a twin."""
+
+    __slots__ = ("replica", "started", "task", "state", "watcher", "twin", "twin_replica")
+
+    def __init__(self, replica: Replica, started: float) -> None:
+        self.replica = replica
+        self.started = started
+        self.task = asyncio.current_task()
+        self.state = _RACING
+        self.watcher: asyncio.Future | None = None
+        self.twin: asyncio.Future | None = None
+        self.twin_replica: Replica | None = None

@@ -25,6 +25,7 @@ from fleetgen.generate.conversation import Session, regenerate
 from fleetgen.generate.dispatcher import Dispatcher, DispatchPolicy
 from fleetgen.generate.doneset import id_hash
 from fleetgen.generate.fleet_watch import follow_fleet
+from fleetgen.generate.gc_tuning import fewer_collections
 from fleetgen.generate.complete import mark_complete, read_complete
 from fleetgen.generate.journal import DoneSet, Journal, check_identity, journal_names, write_atomic
 from fleetgen.generate.outcomes import Batch, Failed, Outcome, Skipped, record
@@ -346,6 +347,10 @@ class _Loop:
             raise self._fatal
 
     async def _drive(self) -> None:
+        with fewer_collections():  # see gc_tuning.py: the collector cost more than the loop's own work
+            await self._drive_all()
+
+    async def _drive_all(self) -> None:
         work = self._work()
         capacity = self.dispatcher.capacity
         pending: set[asyncio.Task[Outcome]] = set()

@@ -1,0 +1,100 @@
+"""Two source trees, the same prompts, the NULL SERVER: are the rows identical (but timing and replica)?
+
+A check that a client change leaves the data alone: 600 prompts x 2 samples (single-turn, system +
+multi-turn, a recorded tool call the null server does not repeat: a cut, and a trailing assistant
+turn), seed 7, through `generate()` of each tree in its own process.
+
+    .venv/bin/python bench/rows_identical.py BASE_SRC BRANCH_SRC
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import orjson
+
+HERE = Path(__file__).resolve().parent
+TOOL = {"type": "function", "function": {"name": "get_weather",
+                                         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+CHILD = """
+import sys
+from pathlib import Path
+from fleetgen.generate import GenerateConfig, generate
+cfg = GenerateConfig(prompts=Path(sys.argv[1]), output_dir=Path(sys.argv[2]), endpoints=sys.argv[3:], model="null",
+                     max_tokens=16, concurrency=8, samples=2, seed=7, hedge=True)
+print(generate(cfg, handle_signals=False).ok)
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _row(i: int) -> dict:
+    kind = i % 4
+    if kind == 0:
+        return {"id": f"p{i}", "messages": [{"role": "user", "content": f"color {i}"}]}
+    if kind == 1:
+        return {"id": f"p{i}", "messages": [
+            {"role": "system", "content": "be brief"}, {"role": "user", "content": f"q {i}"},
+            {"role": "assistant", "content": "a"}, {"role": "user", "content": "again"}]}
+    if kind == 2:
+        call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}
+        return {"id": f"p{i}", "tools": [TOOL], "messages": [
+            {"role": "user", "content": f"weather {i}"}, {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "sunny"}, {"role": "assistant", "content": "It is sunny."}]}
+    return {"id": f"p{i}", "messages": [{"role": "user", "content": f"x {i}"}, {"role": "assistant", "content": "y"}],
+            "meta": {"domain": "chat"}}
+
+
+def _rows(src: str, prompts: Path, out: Path, endpoints: list[str]) -> list[bytes]:
+    """The results of one tree's run, without the fields that differ between any two runs."""
+    run = subprocess.run([sys.executable, "-c", CHILD, str(prompts), str(out), *endpoints],
+                         env={**os.environ, "PYTHONPATH": src}, capture_output=True, text=True)
+    if run.returncode:
+        raise SystemExit(run.stderr[-2000:])
+    rows = [orjson.loads(line) for line in open(out / "results.jsonl", "rb")]
+    for row in rows:
+        row.pop("timing")
+        row.pop("replica")
+    errors = out / "errors.jsonl"
+    print(f"{src}: {len(rows)} rows, {errors.stat().st_size if errors.exists() else 0} error bytes")
+    return sorted(orjson.dumps(row, option=orjson.OPT_SORT_KEYS) for row in rows)
+
+
+def main() -> None:
+    base, branch = sys.argv[1:3]
+    ports = [_free_port() for _ in range(4)]
+    server = subprocess.Popen([sys.executable, str(HERE / "null_server.py"), "--ports", *map(str, ports)])
+    endpoints = [f"http://127.0.0.1:{p}" for p in ports]
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(endpoints[-1] + "/health")
+                break
+            except OSError:
+                time.sleep(0.1)
+        with tempfile.TemporaryDirectory() as d:
+            prompts = Path(d) / "prompts.jsonl"
+            prompts.write_bytes(b"".join(orjson.dumps(_row(i)) + b"\n" for i in range(600)))
+            a = _rows(base, prompts, Path(d) / "base", endpoints)
+            b = _rows(branch, prompts, Path(d) / "branch", endpoints)
+    finally:
+        server.kill()
+        server.wait()
+    cuts = sum(b'"reason":"answered_without_call"' in row for row in a)
+    print(f"identical but timing and replica: {a == b} ({len(a)} rows, {cuts} cuts)")
+    sys.exit(0 if a == b else 1)
+
+
+if __name__ == "__main__":
+    main()
