@@ -9,12 +9,18 @@ import pytest
 
 from fleetgen.errors import NoReplicaError
 from fleetgen.generate.client import Rejected, TransientError
-from fleetgen.generate.dispatcher import Dispatcher, DispatchPolicy
+from fleetgen.generate.dispatcher import HEDGE_MIN_OBSERVED, Dispatcher, DispatchPolicy
 
 
 def make(n=2, window=2, **kw) -> Dispatcher:
     policy = DispatchPolicy(**{"backoff_base_s": 0.001, "backoff_max_s": 0.01, "cooldown_s": 0.05, **kw})
     return Dispatcher([f"http://r{i}" for i in range(n)], window, policy, rng=random.Random(0))
+
+
+def hedging_ready(d: Dispatcher, latency_s: float = 0.01) -> Dispatcher:
+    """As if enough quick answers had come back for hedging to know what slow is."""
+    d._latencies.extend([latency_s] * HEDGE_MIN_OBSERVED)
+    return d
 
 
 async def test_least_outstanding_fills_windows_evenly_and_waits_when_full():
@@ -120,7 +126,7 @@ async def test_gives_up_with_no_replica_error_when_every_replica_is_gone():
 
 
 async def test_hedge_in_the_tail_takes_the_first_answer_and_cancels_the_straggler():
-    d = make(window=2, hedge_after_s=0.05, prefix_affinity=False)
+    d = hedging_ready(make(window=2, hedge_after_s=0.05, prefix_affinity=False))
     cancelled = []
 
     async def fn(r):
@@ -139,6 +145,44 @@ async def test_hedge_in_the_tail_takes_the_first_answer_and_cancels_the_straggle
     assert cancelled == [0]
     assert d.replicas[0].outstanding == 0 and d.replicas[1].outstanding == 1
     assert d.replicas[1].stats.hedges == 1
+
+
+async def _straggler_in_the_tail(d):
+    """A request on replica 0 that never answers unless cancelled; the tail has begun."""
+    async def fn(r):
+        if r.index == 0:
+            await asyncio.sleep(30)
+        return f"from {r.index}"
+
+    d.replicas[1].stats.outstanding = d.replicas[1].window  # the first request lands on replica 0
+    task = asyncio.ensure_future(d.run(None, fn))
+    await asyncio.sleep(0.01)
+    d.enter_tail()
+    return task
+
+
+async def test_no_twin_before_enough_answers_say_what_slow_is():
+    d = make(window=4, hedge_after_s=0.05, prefix_affinity=False)
+    task = await _straggler_in_the_tail(d)
+    d.replicas[1].stats.outstanding = 0
+    d._wake()
+    await asyncio.sleep(0.3)  # 6x the threshold, replica 1 idle: still no answers seen, so no twin
+    assert d.replicas[1].stats.hedges == 0 and not task.done()
+    hedging_ready(d)
+    res, rep = await _answer(task)
+    assert (res, rep.index) == ("from 1", 1) and d.replicas[1].stats.hedges == 1
+
+
+async def test_a_twin_waits_for_a_replica_at_most_half_full():
+    d = hedging_ready(make(window=4, hedge_after_s=0.05, prefix_affinity=False))
+    task = await _straggler_in_the_tail(d)
+    d.replicas[1].stats.outstanding = 3  # a free slot, but 3/4 full: a twin there would cost its batch
+    d._wake()
+    await asyncio.sleep(0.3)
+    assert d.replicas[1].stats.hedges == 0 and not task.done()
+    d.release(d.replicas[1])  # 2/4: half full, drained enough
+    res, rep = await _answer(task)
+    assert (res, rep.index) == ("from 1", 1) and d.replicas[1].stats.hedges == 1
 
 
 async def test_a_replacement_takes_new_work_and_the_old_address_failures_never_count_against_it():
@@ -205,7 +249,7 @@ async def _hedged(d, fn):
 
 
 async def test_a_request_in_flight_when_the_tail_begins_is_hedged_and_the_straggler_cancelled():
-    d = make(window=2, hedge_after_s=0.05, prefix_affinity=False)
+    d = hedging_ready(make(window=2, hedge_after_s=0.05, prefix_affinity=False))
     cancelled = []
 
     async def fn(r):
@@ -226,7 +270,7 @@ async def test_a_request_in_flight_when_the_tail_begins_is_hedged_and_the_stragg
 
 
 async def test_a_straggler_that_answers_before_its_twin_wins_and_the_twin_is_cancelled():
-    d = make(window=2, hedge_after_s=0.05, prefix_affinity=False)
+    d = hedging_ready(make(window=2, hedge_after_s=0.05, prefix_affinity=False))
     cancelled = []
 
     async def fn(r):
@@ -246,7 +290,7 @@ async def test_a_straggler_that_answers_before_its_twin_wins_and_the_twin_is_can
 
 @pytest.mark.parametrize("failing", [0, 1])
 async def test_when_one_of_a_hedged_pair_fails_the_other_answers(failing):
-    d = make(window=2, hedge_after_s=0.05, prefix_affinity=False)
+    d = hedging_ready(make(window=2, hedge_after_s=0.05, prefix_affinity=False))
 
     async def fn(r):
         # The twin starts at ~0.05 s; it fails fast (failing=1), or outlives the first's failure at 0.2 s.
@@ -263,7 +307,7 @@ async def test_when_one_of_a_hedged_pair_fails_the_other_answers(failing):
 
 
 async def test_cancelling_a_hedged_request_cancels_both_and_frees_both_slots():
-    d = make(window=2, hedge_after_s=0.05, prefix_affinity=False)
+    d = hedging_ready(make(window=2, hedge_after_s=0.05, prefix_affinity=False))
     cancelled = []
 
     async def fn(r):

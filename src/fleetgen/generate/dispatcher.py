@@ -27,6 +27,12 @@ T = TypeVar("T")
 MAX_COOLDOWN_S = 60.0
 
 
+# Hedging waits for this many answers before it calls a request slow, and twins only onto a replica at
+# most this full (see Dispatcher._hedge_later; bench/router_race.py showed why).
+HEDGE_MIN_OBSERVED = 8
+HEDGE_MAX_LOAD = 0.5
+
+
 @dataclass
 class DispatchPolicy:
     """The knobs of dispatch; GenerateConfig fills them."""
@@ -219,10 +225,13 @@ class Dispatcher:
             await self._changed.wait()
         return r
 
-    def try_acquire_other(self, than: Replica) -> Replica | None:
-        """A free slot on another replica in rotation, without waiting (for hedging)."""
+    def try_acquire_other(self, than: Replica, *, max_load: float = 1.0) -> Replica | None:
+        """A free slot on another replica in rotation at most `max_load` full, without waiting (for hedging)."""
         now = self.clock()
-        others = [r for r in self.replicas if r is not than and r.in_rotation and self._available(r, now)]
+        others = [
+            r for r in self.replicas
+            if r is not than and r.in_rotation and self._available(r, now) and r.outstanding <= max_load * r.window
+        ]
         if not others:
             return None
         return self._take(min(others, key=lambda r: r.outstanding / r.window))
@@ -396,15 +405,22 @@ class Dispatcher:
         flight.watcher = asyncio.ensure_future(self._hedge_later(flight, fn))
 
     async def _hedge_later(self, flight: _Flight, fn: Callable[[Replica], Awaitable[object]]) -> None:
-        """In the tail, a request slower than the hedge threshold gets a twin on an idle replica."""
-        threshold = self.policy.hedge_after_s
-        if len(self._latencies) >= 8:
-            threshold = max(threshold, 2 * statistics.median(self._latencies))
-        remaining = threshold - (self.clock() - flight.started)
-        if remaining > 0:
-            await asyncio.sleep(remaining)
-        while (other := self.try_acquire_other(flight.replica)) is None:
-            # Every other replica is full: try again when a slot frees up (cancelled if the request answers first).
+        """In the tail, a request slower than the hedge threshold gets a twin on a draining replica.
+
+        Slow is judged against answers seen: until HEDGE_MIN_OBSERVED requests have answered, no twin is
+        sent (a job that fits in the window is all "tail" from its first second, and a flat threshold twinned
+        most of its requests). A twin is a full prefill on a replica without the prompt's prefix, so it goes
+        only to a replica at most HEDGE_MAX_LOAD full, where it costs little of the batch.
+        """
+        while True:
+            known = len(self._latencies) >= HEDGE_MIN_OBSERVED
+            threshold = max(self.policy.hedge_after_s, 2 * statistics.median(self._latencies)) if known else self.policy.hedge_after_s
+            remaining = threshold - (self.clock() - flight.started)
+            if known and remaining <= 0:
+                break
+            await asyncio.sleep(remaining if remaining > 0 else self.policy.hedge_after_s / 4)  # then judge again
+        while (other := self.try_acquire_other(flight.replica, max_load=HEDGE_MAX_LOAD)) is None:
+            # No other replica has drained enough: try again when a slot frees up (cancelled if the request answers first).
             self._changed.clear()
             await self._changed.wait()
         other.stats.hedges += 1
