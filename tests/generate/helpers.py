@@ -35,3 +35,10 @@ def assert_exactly_once(outdir: Path, ids: list[str], samples: int) -> tuple[lis
     assert not missing, f"lost: {sorted(missing)[:5]} ({len(missing)} in all)"
     assert set(keys) == expected
     return results, errors
+
+
+def keys_across_shards(outdir: Path) -> Counter:
+    """Every (id, sample) recorded in any shard's results or per-sample errors, with its count."""
+    rows = [(r["id"], r["sample"]) for p in outdir.glob("results*.jsonl") for r in read_jsonl(p)]
+    rows += [(e["id"], e["sample"]) for p in outdir.glob("errors*.jsonl") for e in read_jsonl(p) if e["sample"] is not None]
+    return Counter(rows)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from helpers import read_jsonl, write_prompts
+from helpers import keys_across_shards, read_jsonl, write_prompts
 from standin_server import StandinServer
 
 import fleetgen.generate.runner as runner_mod
@@ -94,12 +94,6 @@ def standin():
     server.stop()
 
 
-def _keys(outdir: Path) -> Counter:
-    rows = [(r["id"], r["sample"]) for p in outdir.glob("results*.jsonl") for r in read_jsonl(p)]
-    rows += [(e["id"], e["sample"]) for p in outdir.glob("errors*.jsonl") for e in read_jsonl(p) if e["sample"] is not None]
-    return Counter(rows)
-
-
 def test_kill9_of_one_shard_then_resume_is_exactly_once_across_shards(tmp_path, standin):
     n = 240
     prompts = write_prompts(tmp_path / "p.jsonl", n)
@@ -118,11 +112,11 @@ def test_kill9_of_one_shard_then_resume_is_exactly_once_across_shards(tmp_path, 
     procs[1].send_signal(signal.SIGKILL)
     procs[1].wait()
     assert procs[0].wait(timeout=120) == 0, procs[0].stderr.read()[-1500:]
-    partial = _keys(out)
+    partial = keys_across_shards(out)
     assert max(partial.values()) == 1 and set(partial) < expected  # shard 1's share is not all there
     again = subprocess.run([*args, "--shard", "1/2"], env=env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr[-1500:]
-    keys = _keys(out)
+    keys = keys_across_shards(out)
     assert max(keys.values()) == 1 and set(keys) == expected
     for p in (procs[0], procs[1]):
         p.stderr.close()

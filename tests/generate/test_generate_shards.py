@@ -10,13 +10,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 import orjson
 import psutil
 import pytest
-from helpers import read_jsonl, write_prompts
+from helpers import keys_across_shards, read_jsonl, write_prompts
 from standin_server import StandinServer
 
 from fleetgen.errors import ConfigError
@@ -34,13 +33,6 @@ def standin():
     url = server.start()
     yield url
     server.stop()
-
-
-def keys_of(outdir: Path) -> Counter:
-    """Every (id, sample) recorded in any shard's results or errors."""
-    rows = [(r["id"], r["sample"]) for p in outdir.glob("results*.jsonl") for r in read_jsonl(p)]
-    rows += [(e["id"], e["sample"]) for p in outdir.glob("errors*.jsonl") for e in read_jsonl(p) if e["sample"] is not None]
-    return Counter(rows)
 
 
 def holder_of(path: Path, among: list[psutil.Process]) -> psutil.Process | None:
@@ -109,12 +101,12 @@ def test_kill9_of_one_shard_process_is_restarted_and_exactly_once(tmp_path, stan
     wait_for_bytes(victim_file, 2000)
     victim = holder_of(victim_file, psutil.Process(driver.pid).children())
     assert victim is not None and driver.poll() is None, "shard 1 finished before its kill: make the job longer"
-    before = keys_of(out)
+    before = keys_across_shards(out)
     victim.send_signal(signal.SIGKILL)
     _, err = driver.communicate(timeout=120)
     assert driver.returncode == 0, err[-2000:]
     assert "shard 1/2 died (SIGKILL)" in err and "resumes from its journal" in err
-    keys = keys_of(out)
+    keys = keys_across_shards(out)
     assert max(keys.values()) == 1 and set(keys) == expected and set(before) < expected
     restarted = orjson.loads((out / "stats.shard-1-of-2.json").read_bytes())
     assert restarted["rows"]["resumed"] > 0  # the restart resumed the killed shard's journal

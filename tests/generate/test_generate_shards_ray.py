@@ -15,7 +15,8 @@ import psutil
 import pytest
 from helpers import write_prompts
 from standin_server import StandinServer
-from test_generate_shards import holder_of, keys_of, wait_for_bytes
+from helpers import keys_across_shards
+from test_generate_shards import holder_of, wait_for_bytes
 
 from fleetgen.errors import FleetgenError
 from fleetgen.export.results import iter_results
@@ -88,14 +89,14 @@ def test_kill9_of_one_shard_task_worker_is_retried_by_ray_and_exactly_once(clust
     assert run.runner == "ray" and all(isinstance(o, ShardDone) for o in run.outcomes)
     assert str(killed[0].pid) not in run.outcomes[1].where  # a new worker finished shard 1
     assert run.outcomes[1].stats["rows"]["resumed"] > 0  # ...by resuming its journal
-    keys = keys_of(out)
+    keys = keys_across_shards(out)
     assert max(keys.values()) == 1 and set(keys) == expected
     assert sorted((r["id"], r["sample"]) for r in iter_results(out)) == sorted(expected)
     assert run.stats["rows"]["ok"] + run.stats["rows"]["resumed"] == 2 * n
     assert not list(out.glob(".fleetgen-shards-*"))
     # Run again: every shard finds its journal complete; nothing is sent twice.
     again = run_shards(_cfg(prompts, out, standin))
-    assert again.stats["rows"]["ok"] == 0 and max(keys_of(out).values()) == 1
+    assert again.stats["rows"]["ok"] == 0 and max(keys_across_shards(out).values()) == 1
 
 
 def test_a_shard_that_fails_on_purpose_is_reported_not_retried(cluster, standin, tmp_path):

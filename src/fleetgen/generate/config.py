@@ -84,9 +84,9 @@ class GenerateConfig(StrictModel):
     prefix_affinity: bool = Field(
         True, description="Send the samples of a prompt and the turns of a conversation to one replica (prefix cache)."
     )
-    hedge: bool = Field(True, description="Near the end of the run, duplicate stragglers on idle replicas; first answer wins.")
+    hedge: bool = Field(True, description="Near the end of the run, duplicate stragglers on replicas at most half full; first answer wins.")
     hedge_after_s: float = Field(
-        10.0, gt=0, description="In the tail, hedge a request in flight longer than this and 2x the median latency."
+        10.0, gt=0, description="In the tail, hedge a request in flight longer than this and 2x the median latency (of 8 answers at least)."
     )
     max_attempts: int = Field(6, ge=1, description="Attempts per request on connection errors, timeouts, 429 and 5xx.")
     backoff_base_s: float = Field(0.5, gt=0, description="First retry delay; doubles each attempt, with full jitter.")
