@@ -365,6 +365,10 @@ async def scenario_kill(
 ) -> list[dict]:
     gen = dict(samples=1, max_tokens=args.kill_max_tokens, temperature=0.8, give_up_after_s=120)
     arms = ["fleetgen"] + [f"router {p}" for p in args.kill_policies]
+    if args.warmup and isinstance(replicas, RealReplicas):  # untimed: the first arm must not pay for cold replicas
+        prompts = write_prompts(tmp / "kill-warm.jsonl", short_prompts(args.kill_prompts, "kill-warm"))
+        warm = await one_arm("warm-up", replicas, prompts, tmp, router=None, concurrency=args.concurrency, gen=gen)
+        print(_line("kill", warm), flush=True)
     rows = []
     dead = False
     for r, order in enumerate(arm_orders(arms, args.kill_repeats)):
@@ -536,7 +540,7 @@ def main() -> None:
     ap.add_argument("--words", type=int, default=500, help="prefix: words of each prompt's context")
     ap.add_argument("--max-tokens", type=int, default=32, help="prefix: token budget per answer")
     ap.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=True,
-                    help="prefix: one untimed run on the replicas before the arms")
+                    help="prefix, kill: one untimed run on the replicas before the arms")
     ap.add_argument("--no-hedge-arm", action=argparse.BooleanOptionalAction, default=True,
                     help="prefix: also run fleetgen with hedging off (shows what the tail's hedges cost here)")
     ap.add_argument("--policies", default="cache_aware,round_robin,power_of_two", type=lambda s: s.split(","),
