@@ -17,6 +17,22 @@ def make(n=2, window=2, **kw) -> Dispatcher:
     return Dispatcher([f"http://r{i}" for i in range(n)], window, policy, rng=random.Random(0))
 
 
+def slow_on_replica_0():
+    """A request function that hangs on replica 0 until cancelled (recorded) and answers at once elsewhere."""
+    cancelled = []
+
+    async def fn(r):
+        if r.index == 0:
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                cancelled.append(r.index)
+                raise
+        return f"from {r.index}"
+
+    return cancelled, fn
+
+
 def hedging_ready(d: Dispatcher, latency_s: float = 0.01) -> Dispatcher:
     """As if enough quick answers had come back for hedging to know what slow is."""
     d._latencies.extend([latency_s] * HEDGE_MIN_OBSERVED)
@@ -127,16 +143,7 @@ async def test_gives_up_with_no_replica_error_when_every_replica_is_gone():
 
 async def test_hedge_in_the_tail_takes_the_first_answer_and_cancels_the_straggler():
     d = hedging_ready(make(window=2, hedge_after_s=0.05, prefix_affinity=False))
-    cancelled = []
-
-    async def fn(r):
-        if r.index == 0:
-            try:
-                await asyncio.sleep(30)
-            except asyncio.CancelledError:
-                cancelled.append(r.index)
-                raise
-        return f"from {r.index}"
+    cancelled, fn = slow_on_replica_0()
 
     d.replicas[1].stats.outstanding = 1  # so the first request lands on replica 0
     d.enter_tail()
@@ -250,16 +257,7 @@ async def _hedged(d, fn):
 
 async def test_a_request_in_flight_when_the_tail_begins_is_hedged_and_the_straggler_cancelled():
     d = hedging_ready(make(window=2, hedge_after_s=0.05, prefix_affinity=False))
-    cancelled = []
-
-    async def fn(r):
-        if r.index == 0:
-            try:
-                await asyncio.sleep(30)
-            except asyncio.CancelledError:
-                cancelled.append(r.index)
-                raise
-        return f"from {r.index}"
+    cancelled, fn = slow_on_replica_0()
 
     res, rep = await _answer(await _hedged(d, fn))
     assert res == "from 1" and rep.index == 1

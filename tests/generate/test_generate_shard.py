@@ -17,7 +17,6 @@ from pathlib import Path
 import orjson
 import pytest
 from helpers import keys_across_shards, read_jsonl, write_prompts
-from standin_server import StandinServer
 
 import fleetgen.generate.runner as runner_mod
 from fleetgen.errors import ConfigError, ResumeMismatchError
@@ -84,14 +83,6 @@ def test_shards_split_the_work_of_the_whole_job_disjointly(tmp_path):
 def _cfg(prompts, outdir, url, **kw):
     return GenerateConfig(prompts=prompts, output_dir=outdir, endpoints=[url], max_tokens=8, samples=2, concurrency=8,
                           hedge=False, commit_interval_s=0.0, **kw)
-
-
-@pytest.fixture(scope="module")
-def standin():
-    server = StandinServer(delay_per_token_s=0.004, max_concurrent=32)
-    url = server.start()
-    yield url
-    server.stop()
 
 
 def test_kill9_of_one_shard_then_resume_is_exactly_once_across_shards(tmp_path, standin):

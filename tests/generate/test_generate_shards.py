@@ -16,7 +16,6 @@ import orjson
 import psutil
 import pytest
 from helpers import keys_across_shards, read_jsonl, write_prompts
-from standin_server import StandinServer
 
 from fleetgen.errors import ConfigError
 from fleetgen.export.results import iter_results
@@ -25,14 +24,6 @@ from fleetgen.generate.runner import resolve_target
 from fleetgen.generate.shards import check_visible, shard_configs
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-
-
-@pytest.fixture(scope="module")
-def standin():
-    server = StandinServer(delay_per_token_s=0.004, max_concurrent=32)
-    url = server.start()
-    yield url
-    server.stop()
 
 
 def holder_of(path: Path, among: list[psutil.Process]) -> psutil.Process | None:

@@ -14,7 +14,6 @@ from pathlib import Path
 import psutil
 import pytest
 from helpers import write_prompts
-from standin_server import StandinServer
 from helpers import keys_across_shards
 from test_generate_shards import holder_of, wait_for_bytes
 
@@ -49,14 +48,6 @@ def cluster():
         ray.shutdown()
         c.shutdown()
         mp.undo()
-
-
-@pytest.fixture(scope="module")
-def standin():
-    server = StandinServer(delay_per_token_s=0.004, max_concurrent=32)
-    url = server.start()
-    yield url
-    server.stop()
 
 
 def _cfg(prompts: Path, out: Path, url: str, **kw) -> GenerateConfig:
