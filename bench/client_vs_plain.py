@@ -1,4 +1,4 @@
-"""`fleetgen generate --endpoint` (the real CLI) vs a plain saturating aiohttp client on one server.
+"""`fleetgen generate --endpoint` (the real CLI) vs a plain saturating aiohttp client on the same servers.
 
 Same prompts, same requests in flight, arms in the order given (default A B B A, so drift shows as a
 difference between the two runs of an arm). Each arm is its own process; its CPU time is read from
@@ -7,7 +7,10 @@ that only imports that client) is subtracted in `cpu_ms_per_request_less_imports
 
 Usage: python bench/client_vs_plain.py --endpoint http://127.0.0.1:30000 --model model \
            --prompts 2000 --max-tokens 128 --concurrency 256 --arms ABBA --out result.json
-A = fleetgen generate, B = plain client. `--plain` runs one plain arm in this process (used by B).
+A = fleetgen generate, B = plain client, C = fleetgen generate --no-token-ids (on SGLang 0.5.12: the chat
+path, vs A's native /generate path). `--endpoint` repeats: the plain client then keeps `--concurrency`
+requests in flight on each endpoint, as fleetgen does per replica. `--plain` runs one plain arm in this
+process (used by B).
 """
 
 from __future__ import annotations
@@ -34,8 +37,8 @@ def prompt_rows(n: int) -> list[dict]:
     ]
 
 
-async def plain(endpoint: str, model: str, rows: list[dict], window: int, max_tokens: int) -> dict:
-    """The engine's ceiling: `window` workers pull the next prompt as soon as one finishes; no journal."""
+async def plain(endpoints: list[str], model: str, rows: list[dict], window: int, max_tokens: int) -> dict:
+    """The engines' ceiling: `window` workers per endpoint pull the next prompt as soon as one finishes; no journal."""
     import aiohttp
 
     queue: asyncio.Queue = asyncio.Queue()
@@ -44,7 +47,7 @@ async def plain(endpoint: str, model: str, rows: list[dict], window: int, max_to
     tokens = ok = 0
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
 
-        async def worker() -> None:
+        async def worker(endpoint: str) -> None:
             nonlocal tokens, ok
             while not queue.empty():
                 row = queue.get_nowait()
@@ -57,7 +60,7 @@ async def plain(endpoint: str, model: str, rows: list[dict], window: int, max_to
                     ok += 1
 
         t0 = time.monotonic()
-        await asyncio.gather(*(worker() for _ in range(window)))
+        await asyncio.gather(*(worker(e) for e in endpoints for _ in range(window)))
         wall = time.monotonic() - t0
     return {"ok": ok, "completion_tokens": tokens, "run_wall_s": round(wall, 3)}
 
@@ -75,7 +78,7 @@ def run_arm(argv: list[str], env: dict[str, str], timeout_s: float) -> tuple[flo
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--endpoint", required=True)
+    ap.add_argument("--endpoint", action="append", required=True, help="repeatable")
     ap.add_argument("--model", required=True)
     ap.add_argument("--prompts", type=int, default=2000)
     ap.add_argument("--max-tokens", type=int, default=128)
@@ -83,6 +86,7 @@ def main() -> None:
     ap.add_argument("--arms", default="ABBA")
     ap.add_argument("--timeout", type=float, default=300, help="seconds one arm may take")
     ap.add_argument("--fleetgen", default="fleetgen", help="the fleetgen command (argv[0])")
+    ap.add_argument("--fleetgen-arg", action="append", default=[], help="extra argument of the fleetgen arms (repeatable)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--plain", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--prompt-file", default=None, help=argparse.SUPPRESS)
@@ -96,6 +100,7 @@ def main() -> None:
     prompts = tmp / "prompts.jsonl"
     prompts.write_text("".join(json.dumps(r) + "\n" for r in prompt_rows(args.prompts)))
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    ep_args = [a for e in args.endpoint for a in ("--endpoint", e)]
     # What an interpreter spends importing each client, charged to neither per-request figure.
     import_cpu = {
         "A": run_arm([sys.executable, "-c", "import fleetgen.cli.app, fleetgen.generate"], env, 120)[1],
@@ -103,22 +108,24 @@ def main() -> None:
     }
     arms = []
     # Warm-up: first requests pay CUDA-graph and allocator costs neither arm should carry.
-    run_arm([sys.executable, __file__, "--plain", "--endpoint", args.endpoint, "--model", args.model,
+    run_arm([sys.executable, __file__, "--plain", *ep_args, "--model", args.model,
              "--prompt-file", str(prompts), "--concurrency", "32", "--max-tokens", "8"], env, args.timeout)
     for k, arm in enumerate(args.arms):
-        if arm == "A":
+        if arm in "AC":
             out = tmp / f"gen-{k}"
-            argv = [args.fleetgen, "generate", str(prompts), "-o", str(out), "--endpoint", args.endpoint,
+            argv = [args.fleetgen, "generate", str(prompts), "-o", str(out), *ep_args,
                     "--model", args.model, "--max-tokens", str(args.max_tokens), "--temperature", "0",
-                    "--concurrency", str(args.concurrency), "--no-prefix-affinity"]
+                    "--concurrency", str(args.concurrency), "--no-prefix-affinity", *args.fleetgen_arg,
+                    *(["--no-token-ids"] if arm == "C" else [])]
             wall, cpu, proc = run_arm(argv, env, args.timeout)
             if proc.returncode != 0:
                 sys.exit(f"fleetgen arm failed ({proc.returncode}): {proc.stderr[-2000:]}")
             stats = json.loads((out / "stats.json").read_text())
-            res = {"arm": "A fleetgen generate", "ok": stats["rows"]["ok"], "errors": stats["rows"]["errors"],
+            res = {"arm": "A fleetgen generate" if arm == "A" else "C fleetgen generate --no-token-ids",
+                   "ok": stats["rows"]["ok"], "errors": stats["rows"]["errors"],
                    "completion_tokens": stats["tokens"]["completion"], "run_wall_s": stats["wall_s"]}
         else:
-            argv = [sys.executable, __file__, "--plain", "--endpoint", args.endpoint, "--model", args.model,
+            argv = [sys.executable, __file__, "--plain", *ep_args, "--model", args.model,
                     "--prompt-file", str(prompts), "--concurrency", str(args.concurrency), "--max-tokens", str(args.max_tokens)]
             wall, cpu, proc = run_arm(argv, env, args.timeout)
             if proc.returncode != 0:
@@ -144,8 +151,10 @@ def main() -> None:
         "import_cpu_s": {k: round(v, 3) for k, v in import_cpu.items()},
         "arms": arms,
         "ratio_output_tok_s_fleetgen_to_plain": round(mean("A", "output_tok_s") / mean("B", "output_tok_s"), 3),
+        "ratio_output_tok_s_A_to_C": round(mean("A", "output_tok_s") / mean("C", "output_tok_s"), 3),
     }
-    print(json.dumps({k: result[k] for k in ("import_cpu_s", "ratio_output_tok_s_fleetgen_to_plain")}))
+    print(json.dumps({k: result[k] for k in ("import_cpu_s", "ratio_output_tok_s_fleetgen_to_plain",
+                                             "ratio_output_tok_s_A_to_C")}))
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2))
 

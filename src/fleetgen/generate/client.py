@@ -77,13 +77,11 @@ def _timeout(total_s: float) -> aiohttp.ClientTimeout:
 _JSON = {"Content-Type": "application/json"}  # aiohttp only reads it
 
 
-async def chat(session: aiohttp.ClientSession, endpoint: str, body: dict[str, Any], timeout_s: float) -> ChatAnswer:
-    """POST /v1/chat/completions once; raise TransientError or Rejected for anything but a usable answer."""
+async def post_json(session: aiohttp.ClientSession, url: str, body: dict[str, Any], timeout_s: float) -> Any:
+    """POST one JSON body; the decoded answer, or TransientError / Rejected as for a chat completion."""
     retry_after = None
     try:
-        async with session.post(
-            endpoint + "/v1/chat/completions", data=orjson.dumps(body), headers=_JSON, timeout=_timeout(timeout_s)
-        ) as r:
+        async with session.post(url, data=orjson.dumps(body), headers=_JSON, timeout=_timeout(timeout_s)) as r:
             raw = await r.read()
             status = r.status
             if status != 200:
@@ -98,7 +96,15 @@ async def chat(session: aiohttp.ClientSession, endpoint: str, body: dict[str, An
             raise TransientError(f"HTTP {status}: {message}", status=status, retry_after=retry_after)
         raise Rejected(f"HTTP {status}: {message}", status=status)
     try:
-        payload = orjson.loads(raw)
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise TransientError(f"answer is not JSON: {raw[:200]!r}") from None
+
+
+async def chat(session: aiohttp.ClientSession, endpoint: str, body: dict[str, Any], timeout_s: float) -> ChatAnswer:
+    """POST /v1/chat/completions once; raise TransientError or Rejected for anything but a usable answer."""
+    payload = await post_json(session, endpoint + "/v1/chat/completions", body, timeout_s)
+    try:
         choice = payload["choices"][0]
         message = choice["message"]
         usage = payload.get("usage") or {}
@@ -113,8 +119,8 @@ async def chat(session: aiohttp.ClientSession, endpoint: str, body: dict[str, An
             model=payload.get("model"),
             token_ids=read_ids(payload, choice),
         )
-    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, ValueError):
-        raise TransientError(f"answer is not a chat completion: {raw[:200]!r}") from None
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+        raise TransientError(f"answer is not a chat completion: {str(payload)[:200]!r}") from None
 
 
 def server_message(raw: bytes) -> str:

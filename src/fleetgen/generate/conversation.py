@@ -9,10 +9,11 @@ from typing import Any
 
 import aiohttp
 
-from fleetgen.generate.client import ChatAnswer, Rejected, TransientError, chat
+from fleetgen.generate.client import ChatAnswer, Rejected, TransientError
 from fleetgen.generate.config import GenerateConfig
 from fleetgen.generate.dispatcher import Dispatcher, Replica
 from fleetgen.generate.outcomes import Completed, Failed, Outcome
+from fleetgen.generate.paths import TurnPath, send
 from fleetgen.generate.profiles import SamplingProfile, assign, sent_sampling
 from fleetgen.generate.profiles import apply as apply_profile
 from fleetgen.generate.records import PromptRecord
@@ -36,6 +37,8 @@ class Session:
     # "auto" until a server says it cannot parse tool calls; then "none" (tools still reach the template).
     tool_choice: str = "auto"
     notes: list[str] = field(default_factory=list)
+    # The path each endpoint's turns take (paths.py); an endpoint not listed takes the chat path.
+    paths: dict[str, TurnPath] = field(default_factory=dict)
     # The job's sampling parameters (config.sampling()), built once: every row records them.
     sampling: dict[str, object] = field(init=False)
 
@@ -204,7 +207,7 @@ async def _turn(
         timeout = cfg.request_timeout_s(max_tokens)
 
         async def call(replica: Replica, body: dict[str, Any] = body, timeout: float = timeout) -> ChatAnswer:
-            return await chat(s.http, replica.endpoint, body, timeout)
+            return await send(s.http, replica.endpoint, body, timeout, s.paths.get(replica.endpoint))
 
         try:
             answer, replica = await s.dispatcher.run(prompt.id, call)

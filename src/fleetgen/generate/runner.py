@@ -28,6 +28,7 @@ from fleetgen.generate.fleet_watch import follow_fleet
 from fleetgen.generate.gc_tuning import fewer_collections
 from fleetgen.generate.complete import mark_complete, read_complete
 from fleetgen.generate.journal import DoneSet, Journal, check_identity, journal_names, write_atomic
+from fleetgen.generate.paths import choose_all, describe, job_bodies
 from fleetgen.generate.outcomes import Batch, Failed, Outcome, Skipped, record
 from fleetgen.generate.records import (
     BadRow, PromptRecord, fingerprint, is_parquet, iter_rows, iter_rows_at, prompt_of, raw_id, surely_valid,
@@ -178,6 +179,9 @@ async def _run(
             tuple(outdir / n for n in files), lambda: journal.ends,
         )
         session = Session(config, dispatcher, http, model, config.context_length or context_length)
+        if config.token_ids:
+            session.paths = await choose_all(http, target.endpoints, model, job_bodies(config, model))
+            print(f"generation path: {describe(session.paths)}", file=sys.stderr)
         writer = Writer(
             # Room for what completes during one commit interval even at low concurrency, so the
             # loop only waits on the writer when the disk is truly behind.
