@@ -571,7 +571,9 @@ def cmd_install(a) -> int:
         if a.force:
             cmd.append("--upgrade")
         log(f"pip install of {len(wheels)} wheels into {target}")
-        r = subprocess.run(cmd + [str(w) for w in wheels], stdout=sys.stderr)
+        # pip's output goes to stderr: stdout carries only the env lines, for `eval "$(... install ...)"`
+        r = subprocess.run(cmd + [str(w) for w in wheels], capture_output=True, text=True)
+        sys.stderr.write(r.stdout + r.stderr)
         if r.returncode:
             die(f"install: pip failed with rc {r.returncode}")
     finally:
