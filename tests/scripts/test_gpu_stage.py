@@ -229,6 +229,8 @@ def test_pack_fills_chunks_under_the_limit_and_install_takes_them_in_one_pip(tmp
     src = tmp_path / "wheels"
     for i in range(6):  # ~0.4 MiB each, incompressible, so 1 MiB chunks hold two each
         make_wheel(src, f"pkg{i}", "1.0", files={f"pkg{i}/__init__.py": b"", f"pkg{i}/blob.bin": random.Random(i).randbytes(400_000)})
+    long_name = "pkg-with-a-name-as-long-as-" + "x" * 80  # a tar name over 100 characters (ustar's limit)
+    make_wheel(src, long_name, "1.0")
     extra = make_wheel(tmp_path / "extra", "tool", "1.0")
     stage = tmp_path / "stage"
     assert gs.main(["pack", "--from", str(src), "--out", str(stage), "--chunk-mib", "1"]) == 0
@@ -244,6 +246,7 @@ def test_pack_fills_chunks_under_the_limit_and_install_takes_them_in_one_pip(tmp
     env = capsys.readouterr().out
     assert f"export PYTHONPATH={site}" in env and "export CUDA_HOME=/usr/local/cuda-13.0" in env
     assert all((site / f"pkg{i}" / "blob.bin").is_file() for i in range(6)) and (site / "tool").is_dir()
+    assert (site / long_name.replace("-", "_")).is_dir()
     with pytest.raises(SystemExit):  # a second install into the same target would skip bin/: refused
         gs.main(["install", "--from", str(stage), "--target", str(site)])
 
