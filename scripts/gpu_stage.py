@@ -111,7 +111,7 @@ PROFILES: dict[str, dict] = {
 # {arch}: the target GPU's arch ("sm90"); patterns match paths inside the wheel.
 PRUNE: dict[str, dict] = {
     "sglang-kernel": {
-        "why": "322 MB wheel: kernels for every arch, FA3 (1.08 GB unpacked), FlashMLA and static libraries",
+        "why": "300+ MiB wheel: kernels for every arch, FA3 (1.08 GB unpacked), FlashMLA and static libraries",
         "drop": ["sgl_kernel/sm100/*", "sgl_kernel/flash_ops*", "sgl_kernel/flashmla_ops*", "*lib/*_static.a"],
         "drop_other_arches": True,
     },

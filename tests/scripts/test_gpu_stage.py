@@ -267,3 +267,15 @@ def test_install_names_a_missing_chunk_and_pack_a_wheel_over_the_limit(tmp_path,
     with pytest.raises(SystemExit):
         gs.main(["install", "--from", str(stage), "--target", str(tmp_path / "site")])
     assert "lacks chunk-02-of-02.tar" in capsys.readouterr().err
+
+
+def test_have_lists_what_a_site_dir_holds_in_the_format_closure_reads(tmp_path):
+    site = tmp_path / "site"
+    for name in ("Alpha_Pkg", "beta"):
+        w = make_wheel(tmp_path / "w", name, "2.1.0")
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target", str(site), str(w)],
+                       check=True, capture_output=True)
+    out = tmp_path / "have.txt"
+    assert gs.main(["have", "--path", str(site), "--out", str(out)]) == 0
+    assert [x for x in out.read_text().splitlines() if not x.startswith("#")] == ["alpha-pkg==2.1.0", "beta==2.1.0"]
+    assert gs.read_have(out) == {"alpha-pkg": "2.1.0", "beta": "2.1.0"}
