@@ -115,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     with torch.device(device):
         model = Qwen3ForCausalLM(cfg).to(torch.bfloat16)
     out.mkdir(parents=True, exist_ok=True)
+    # SmolLM2's tokenizer says 1e30: SGLang's /v1/tokenize then fails validating max_model_len (HTTP 500).
+    tok.model_max_length = a.max_position
     model.save_pretrained(out)
     tok.save_pretrained(out)
     if a.template == "qwen3-thinking" or not (out / "chat_template.jinja").exists():
@@ -122,7 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     if (tok_dir / "generation_config.json").is_file() and a.template == "tokenizer":
         shutil.copy(tok_dir / "generation_config.json", out / "generation_config.json")
     else:
-        GenerationConfig(bos_token_id=tok.bos_token_id, eos_token_id=eos, pad_token_id=tok.pad_token_id).save_pretrained(out)
+        # Qwen3's own generation_config.json sets top_k 20: SGLang's chat endpoint applies it where a request is silent.
+        extra = {"top_k": 20, "do_sample": True} if a.template == "qwen3-thinking" else {}
+        GenerationConfig(bos_token_id=tok.bos_token_id, eos_token_id=eos, pad_token_id=tok.pad_token_id,
+                         **extra).save_pretrained(out)
     n = sum(p.numel() for p in model.parameters())
     print(json.dumps({"out": str(out), "params_m": round(n / 1e6, 1), "vocab": cfg.vocab_size, "layers": a.layers,
                       "hidden": a.hidden, "template": a.template, "device": device}))

@@ -147,7 +147,14 @@ async def choose(
         )
     server = NativeServer(info.get("reasoning_parser"), info.get("tool_call_parser"), model_defaults(info))
     for key, probe in probes.items():
-        server.forced[key] = await _calibrate(http, endpoint, server, probe)
+        try:
+            server.forced[key] = await _calibrate(http, endpoint, server, probe)
+        except (TransientError, Rejected) as e:
+            raise ConfigError(
+                f"{endpoint}: its chat endpoint returns no token ids, and the native /generate path failed its check: "
+                f"{e.message}",
+                hint="pass --no-token-ids to keep the chat path (rows then carry no token ids)",
+            ) from None
     return TurnPath(endpoint, server, "its chat endpoint returns no token ids; /generate returns the sampled ids")
 
 
@@ -209,3 +216,15 @@ def describe(paths: dict[str, TurnPath]) -> str:
     for p in paths.values():
         by[(p.name, p.reason)] = by.get((p.name, p.reason), 0) + 1
     return "; ".join(f"{name} on {n} endpoint{'s' if n != 1 else ''} ({reason})" for (name, reason), n in by.items())
+
+
+async def fleet_paths(endpoints: Sequence[str], model: str, api_key: str | None) -> str:
+    """What `up` says of a fresh fleet: the path a default job's turns would take, and why."""
+    from fleetgen.generate.client import new_session
+
+    async with new_session(api_key, len(endpoints) + 4) as http:
+        try:
+            paths = await choose_all(http, endpoints, model, [{"model": model, "temperature": 0.7, "top_p": 1.0}])
+        except ConfigError as e:
+            return f"the native /generate path would be refused: {e.message}"
+    return describe(paths) if paths else "not probed (no replica answered)"

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Device-side driver of the H200 runs in BENCHMARKS.md. Run from the repository root on the GPU machine:
+#   bash bench/gpu/h200.sh STEP [STEP...]
+# Steps (each writes $OUT/STEP/ and appends to $OUT/main.log; /tmp survives between calls of one warm machine):
+#   stage      copy the chunk(s) carried by this call into /tmp/stage (carry .stage/sglang-X/chunk-*.tar)
+#   install    scripts/gpu_stage.py install of /tmp/stage (SGLANG=0.5.12|0.5.17 picks /tmp/site or /tmp/site17),
+#              the random Qwen3 with a thinking template (/tmp/model), prompt files
+#   up1        fleetgen up: 1 replica, reasoning parser qwen3, tool-call parser qwen25
+#   capture    bench/gpu/capture_native.py against replica 0 (fixtures for tests/fleet/sglang)
+#   gen        four jobs over the fleet (sampled, greedy, thinking on, tools) + id checks + tokens export
+#   bench1     bench/client_vs_plain.py on replica 0: fleetgen vs plain (ABBA), native vs chat path (ACCA)
+#   down       fleetgen down, GPU memory after
+set -u
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+SGLANG=${SGLANG:-0.5.12}
+SITE=/tmp/site; [ "$SGLANG" = 0.5.17 ] && SITE=/tmp/site17
+REPO=$PWD
+export PYTHONPATH=$REPO/src:$SITE PATH=/tmp/bin:$SITE/bin:/usr/local/cuda-13.0/bin:$PATH CUDA_HOME=/usr/local/cuda-13.0
+export PYTHONUNBUFFERED=1 COLUMNS=160
+mkdir -p /tmp/bin
+printf '#!/usr/bin/env bash\nexec python3 -c "import sys; from fleetgen.cli.app import main; sys.exit(main())" "$@"\n' > /tmp/bin/fleetgen
+chmod +x /tmp/bin/fleetgen
+M=/tmp/model; ST=/tmp/fleet; EP=http://127.0.0.1:30000
+FLAGS=(--attention-backend flashinfer --grammar-backend none --mem-fraction-static 0.5 --reasoning-parser qwen3 --tool-call-parser qwen25)
+T0=$(date +%s)
+log() { echo "[$(date +%T) t+$(( $(date +%s) - T0 ))s] $*" | tee -a "$OUT/main.log"; }
+timed() { local t=$(date +%s.%N); "$@"; local rc=$?; log "rc=$rc in $(python3 -c "import time; print(round(time.time()-$t,1))")s: $*"; return $rc; }
+gpu() { nvidia-smi --query-gpu=memory.used,memory.total,utilization.gpu --format=csv,noheader; nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader; }
+
+stage() {
+  mkdir -p /tmp/stage-$SGLANG
+  for f in .stage/sglang-$SGLANG/chunk-*.tar; do [ -f "$f" ] && cp "$f" /tmp/stage-$SGLANG/ && log "staged $f"; done
+  [ -d .stage/misc ] && cp -r .stage/misc /tmp/stage-misc
+  ls -la /tmp/stage-$SGLANG | tee -a "$OUT/main.log"
+}
+
+install() {
+  local d=$OUT/install; mkdir -p $d
+  [ -x $SITE/bin/python3 ] || [ -d $SITE/sglang ] || timed python3 scripts/gpu_stage.py install --from /tmp/stage-$SGLANG --target $SITE > $d/env.txt 2> $d/install.log || { tail -20 $d/install.log; return 1; }
+  python3 -c "import sglang, transformers, flashinfer, torch, fleetgen; print('sglang', sglang.__version__, 'transformers', transformers.__version__, 'flashinfer', flashinfer.__version__, 'torch', torch.__version__, 'fleetgen', fleetgen.__file__)" 2>&1 | tail -2 | tee -a "$OUT/main.log"
+  if [ ! -f $M/config.json ]; then
+    timed python3 bench/gpu/make_model.py --tokenizer /tmp/stage-misc/tok --out $M --template qwen3-thinking > $d/make_model.log 2>&1 || { tail -20 $d/make_model.log; return 1; }
+  fi
+  python3 - <<'EOF'
+import json
+T = ["the sea", "a robot", "autumn", "a city at night", "bread", "a violin", "mountains", "a cat", "rain", "trains"]
+with open("/tmp/prompts.jsonl", "w") as f:
+    for i in range(500):
+        f.write(json.dumps({"id": f"p{i}", "messages": [{"role": "user", "content": f"Write a short paragraph about {T[i % 10]}. ({i})"}]}) + "\n")
+tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+          "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+with open("/tmp/tools.jsonl", "w") as f:
+    for i in range(40):
+        city = ["Paris", "Rome", "Oslo", "Lima"][i % 4]
+        f.write(json.dumps({"id": f"t{i}", "tools": tools, "messages": [
+            {"role": "user", "content": f"What is the weather in {city}? ({i})"},
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "call_0", "type": "function", "function": {"name": "get_weather", "arguments": json.dumps({"city": city})}}]},
+            {"role": "tool", "tool_call_id": "call_0", "content": "sunny, 21 C"},
+            {"role": "assistant", "content": f"It is sunny in {city}."}]}) + "\n")
+EOF
+  log "prompts: $(wc -l < /tmp/prompts.jsonl) plain, $(wc -l < /tmp/tools.jsonl) tool rows"
+}
+
+up1() {
+  local d=$OUT/up1; mkdir -p $d
+  timed timeout ${UP_TIMEOUT:-420} fleetgen up --engine sglang --gpus all --replicas 1 --model $M --state $ST -- "${FLAGS[@]}" > $d/up.log 2>&1
+  tail -8 $d/up.log | tee -a "$OUT/main.log"
+  gpu > $d/gpu.txt 2>&1; cat $d/gpu.txt | tee -a "$OUT/main.log"
+  cp $ST/logs/replica-0.log $d/ 2>/dev/null
+}
+
+capture() {
+  local d=$OUT/capture; mkdir -p $d
+  timed timeout 120 python3 bench/gpu/capture_native.py $EP $d/fixtures > $d/capture.log 2>&1
+  cat $d/capture.log | cut -c1-220 | tee -a "$OUT/main.log"
+}
+
+gen_job() {  # name, prompts, extra flags...
+  local name=$1 prompts=$2; shift 2
+  local d=$OUT/gen/$name; mkdir -p $d
+  rm -rf /tmp/gen-$name
+  timed timeout 200 fleetgen generate $prompts -o /tmp/gen-$name --fleet $ST "$@" > $d/generate.log 2>&1
+  grep -E "generation path|note:|error" $d/generate.log | head -5 | tee -a "$OUT/main.log"
+  cp /tmp/gen-$name/stats.json $d/ 2>/dev/null; head -c 3000 /tmp/gen-$name/errors.jsonl > $d/errors-head.jsonl 2>/dev/null
+  head -c 6000 /tmp/gen-$name/results.jsonl > $d/results-head.jsonl 2>/dev/null
+}
+
+gen() {
+  local d=$OUT/gen; mkdir -p $d
+  gen_job sampled /tmp/prompts.jsonl --samples 2 --max-tokens 128 --temperature 0.8 --top-p 0.9 --reasoning off
+  python3 bench/gpu/check_rows.py /tmp/gen-sampled | tee -a "$OUT/main.log"
+  gen_job greedy /tmp/prompts.jsonl --samples 1 --max-tokens 64 --temperature 0 --reasoning off
+  python3 bench/gpu/check_rows.py /tmp/gen-greedy --endpoint $EP --greedy 100 --max-tokens 64 | tee -a "$OUT/main.log"
+  head -100 /tmp/prompts.jsonl > /tmp/p100.jsonl
+  gen_job thinking /tmp/p100.jsonl --samples 1 --max-tokens 64 --temperature 0.6
+  python3 bench/gpu/check_rows.py /tmp/gen-thinking | tee -a "$OUT/main.log"
+  gen_job tools /tmp/tools.jsonl --samples 1 --max-tokens 64 --temperature 0.7 --reasoning off
+  python3 bench/gpu/check_rows.py /tmp/gen-tools | tee -a "$OUT/main.log"
+  timed timeout 120 fleetgen export /tmp/gen-sampled --format tokens --tokenizer $M -o /tmp/tokens.parquet \
+      --finish-reason stop --finish-reason length --overwrite > $d/export.log 2>&1
+  tail -4 $d/export.log | tee -a "$OUT/main.log"
+}
+
+bench1() {
+  local d=$OUT/bench1; mkdir -p $d
+  local mn; mn=$(curl -s $EP/v1/models | python3 -c "import json,sys; print(json.load(sys.stdin)['data'][0]['id'])")
+  timed timeout 280 python3 bench/client_vs_plain.py --endpoint $EP --model "$mn" --prompts 2000 --max-tokens 128 \
+      --concurrency 256 --arms ABBA --fleetgen fleetgen --out $d/abba.json > $d/abba.log 2>&1
+  tail -6 $d/abba.log | cut -c1-400 | tee -a "$OUT/main.log"
+  timed timeout 250 python3 bench/client_vs_plain.py --endpoint $EP --model "$mn" --prompts 2000 --max-tokens 128 \
+      --concurrency 256 --arms ACCA --fleetgen fleetgen --out $d/acca.json > $d/acca.log 2>&1
+  tail -6 $d/acca.log | cut -c1-400 | tee -a "$OUT/main.log"
+}
+
+down() {
+  timed fleetgen down --state $ST 2>&1 | tail -2 | tee -a "$OUT/main.log"
+  sleep 2; gpu 2>&1 | tee -a "$OUT/main.log"
+}
+
+for step in "$@"; do log "BEGIN $step"; $step; log "END $step"; done
