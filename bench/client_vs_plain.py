@@ -106,6 +106,7 @@ def main() -> None:
         "A": run_arm([sys.executable, "-c", "import fleetgen.cli.app, fleetgen.generate"], env, 120)[1],
         "B": run_arm([sys.executable, "-c", "import aiohttp, asyncio, json"], env, 120)[1],
     }
+    import_cpu["C"] = import_cpu["A"]
     arms = []
     # Warm-up: first requests pay CUDA-graph and allocator costs neither arm should carry.
     run_arm([sys.executable, __file__, "--plain", *ep_args, "--model", args.model,

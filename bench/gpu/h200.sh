@@ -118,3 +118,5 @@ down() {
 }
 
 for step in "$@"; do log "BEGIN $step"; $step; log "END $step"; done
+# What comes back from a device call is limited in file count: one archive of everything but the log.
+(cd "$OUT" && tar czf /tmp/all.tgz --exclude=main.log . && find . -mindepth 1 -not -name main.log -delete && mv /tmp/all.tgz ./all.tgz)
