@@ -7,7 +7,6 @@ which backend it drives, only whether its replicas run on this machine.
 from __future__ import annotations
 
 import asyncio
-import shutil
 import sys
 from pathlib import Path
 
@@ -64,8 +63,6 @@ async def up(config: FleetConfig, *, on_progress: ProgressCallback | None = None
     configs: list[dict[str, object]] = []
     try:
         for wave in waves:
-            if started and here:
-                seed_caches(specs[0], wave)
             launches = [Launch(engine, spec, python, extra_env, log_path_of(state_dir, spec.index)) for spec in wave]
             batch = await start_all(backend, config, launches, state, state_dir, started)
             configs += await asyncio.gather(
@@ -216,8 +213,9 @@ def _has_files(d: Path | None) -> bool:
 
 
 def warm_first(config: FleetConfig, specs: list[ReplicaSpec]) -> bool:
-    """On GPUs a cold start compiles once, not N times racing on JIT caches: replica 0 alone first.
+    """On GPUs a cold start compiles once, not N times: replica 0 alone first, the others after it is ready.
 
+    The others share its compile caches (plan.shared_cache_dir), so they load what it compiled.
     Not on CPU: there the second wave saves little (warm 79 s vs cold 96 s for one vLLM-CPU replica)
     and waiting for the first costs a whole start (2 replicas: 210 s staged vs 123 s at once).
     Not where the backend assigns devices at start (Ray): the plan has no GPUs to go by.
@@ -226,12 +224,3 @@ def warm_first(config: FleetConfig, specs: list[ReplicaSpec]) -> bool:
         config.warm_first and len(specs) > 1 and specs[0].on_gpu
         and not config.enforce_eager and not _has_files(specs[0].cache_dir)
     )
-
-
-def seed_caches(first: ReplicaSpec, wave: list[ReplicaSpec]) -> None:
-    """Copy replica 0's fresh compile caches into each empty cache of the replicas about to start."""
-    if not _has_files(first.cache_dir):
-        return
-    for spec in wave:
-        if spec.cache_dir is not None and not _has_files(spec.cache_dir):
-            shutil.copytree(first.cache_dir, spec.cache_dir, dirs_exist_ok=True, symlinks=True)

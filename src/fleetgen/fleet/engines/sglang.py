@@ -67,6 +67,12 @@ class SglangEngine(Engine):
         (_P(r"Load weight begin|Loading safetensors|Load weight end"), Phase.LOADING),
         (_P(r"server_args=|Init torch distributed"), Phase.STARTING),
     )
+    # 0.5.12 `cuda_graph_runner.py` / `piecewise_cuda_graph_runner.py`: a warm JIT cache shows here
+    # (the H200's second replica with caches of its own: 36.26 s; the first: 3.19 s).
+    timing_patterns = (
+        (_P(r"Capture cuda graph end\. Time elapsed: ([0-9.]+) s"), "cuda graph capture"),
+        (_P(r"Capture piecewise CUDA graph end\. Time elapsed: ([0-9.]+) s"), "piecewise graph capture"),
+    )
     fatal_patterns = (
         FatalPattern(
             _P(r"Capture cuda graph failed|CUDA out of memory|OutOfMemoryError"),
@@ -146,14 +152,18 @@ class SglangEngine(Engine):
         env = super().environment(spec)
         if spec.cache_dir is not None:
             # flashinfer's JIT cannot be seeded by copying: its build.ninja names absolute paths and
-            # .ninja_log is keyed by them, so a workspace copied elsewhere rebuilds every kernel (the
-            # H200's replica 1, seeded so, was still in its first-batch JIT after 60 s; replica 0 took
-            # 75 s). flashinfer 0.6 locks each kernel's build
-            # and load in the workspace (jit/core.py `build_and_load`): the replicas of a host share one.
+            # .ninja_log is keyed by them, so a workspace copied elsewhere rebuilds every kernel. It
+            # depends on the GPU, not the model, and flashinfer 0.6 locks each kernel's build and load
+            # (jit/core.py `build_and_load`): one workspace for the replicas of a host.
             env["FLASHINFER_WORKSPACE_BASE"] = str(spec.cache_dir.parent / f"{self.name}-shared" / "flashinfer")
-            # JIT caches that replicas compiling at once race on; each replica slot gets its own.
-            env["TVM_FFI_CACHE_DIR"] = str(spec.cache_dir / "tvm-ffi")  # tvm_ffi/cpp/extension.py
-            env["SGLANG_DG_CACHE_DIR"] = str(spec.cache_dir / "deep_gemm")  # sglang/srt/environ.py
+            # The other JIT and compile caches of 0.5.12, in the replica's cache dir: on a local GPU fleet
+            # one dir per engine + model + GPU kind that every replica shares (plan.shared_cache_dir).
+            c = spec.cache_dir
+            env["TVM_FFI_CACHE_DIR"] = str(c / "tvm-ffi")  # sgl_kernel's jit_kernel via tvm_ffi/cpp/extension.py
+            env["SGLANG_DG_CACHE_DIR"] = str(c / "deep_gemm")  # srt/environ.py -> DG_JIT_CACHE_DIR
+            env["SGLANG_CACHE_DIR"] = str(c / "sglang")  # torch_compile_cache (its inductor/triton), flashinfer autotune
+            env["TRITON_CACHE_DIR"] = str(c / "triton")  # triton's own cache (sglang's triton kernels)
+            env["TORCHINDUCTOR_CACHE_DIR"] = str(c / "inductor")  # torch.compile outside sglang's compile backend
         return env
 
     def parse_metrics(self, text: str) -> Metrics:

@@ -23,6 +23,11 @@ class VllmEngine(Engine):
         (_P(r"Starting to load model|Loading safetensors|Loading weights|Model loading took"), Phase.LOADING),
         (_P(r"vLLM API server version|non-default args|Initializing a V1 LLM engine"), Phase.STARTING),
     )
+    # vLLM's `compilation/monitor.py` and the GPU model runner's capture report.
+    timing_patterns = (
+        (_P(r"torch\.compile takes ([0-9.]+) s in total"), "torch.compile"),
+        (_P(r"Graph capturing finished in ([0-9.]+) secs?"), "cuda graph capture"),
+    )
     fatal_patterns = (
         FatalPattern(
             _P(r"CUDA out of memory|OutOfMemoryError|torch\.OutOfMemoryError"),
@@ -113,7 +118,8 @@ class VllmEngine(Engine):
             if spec.cpus:
                 env["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(str(c) for c in spec.cpus)
         if spec.cache_dir is not None:
-            # Replicas racing on one torch.compile cache corrupt it; each gets its own.
+            # torch.compile and triton caches: per replica slot where replicas start together (CPU),
+            # shared by the replicas of one model and GPU kind on a local GPU fleet (plan.shared_cache_dir).
             env["VLLM_CACHE_ROOT"] = str(spec.cache_dir)
         return env
 
