@@ -9,7 +9,8 @@ from pathlib import Path
 
 from fleetgen.fleet.backend import Backend
 from fleetgen.fleet.config import FleetConfig
-from fleetgen.fleet.engines import ReplicaSpec
+from fleetgen.fleet.engines import ReplicaSpec, get_engine
+from fleetgen.fleet.sharing import given_share
 from fleetgen.models import model_cache_dir, served_name_for
 
 
@@ -39,7 +40,7 @@ def replica_specs(
 
         fix_args = engine_args_for_replicas(config.fix_dir)
         extra_args = [a for a in fix_args if a not in extra_args or not a.startswith("--")] + extra_args
-    return [
+    specs = [
         ReplicaSpec(
             index=i,
             model=model_path,
@@ -63,6 +64,11 @@ def replica_specs(
         )
         for i in range(len(groups))
     ]
+    flag = get_engine(config.engine).memory_flag
+    for spec in specs:  # refused here, before the doctor runs or anything starts
+        if flag and spec.on_gpu and spec.gpu_sharers > 1:
+            given_share(spec, flag)
+    return specs
 
 
 def engine_cache_dir(engine: str, index: int) -> Path:

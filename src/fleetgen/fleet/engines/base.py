@@ -88,6 +88,8 @@ class Engine(ABC):
     endpoint_fallbacks: dict[str, str] = {}
     phase_patterns: tuple[tuple[re.Pattern[str], Phase], ...] = ()
     fatal_patterns: tuple[FatalPattern, ...] = ()
+    # The engine's flag for a replica's share of GPU memory (checked where replicas share a GPU: sharing.py).
+    memory_flag: str | None = None
     # Start-up steps whose seconds the engine logs (group 1), shown when the replica is ready.
     timing_patterns: tuple[tuple[re.Pattern[str], str], ...] = ()
 

@@ -13,9 +13,10 @@ import re
 
 from fleetgen.errors import EngineError
 from fleetgen.fleet.engines.base import (
-    Engine, FatalPattern, Metrics, Phase, ReplicaSpec, flag_value, metric_totals, without_flag,
+    Engine, FatalPattern, Metrics, Phase, ReplicaSpec, metric_totals, without_flag,
 )
 from fleetgen.fleet.engines.sglang_validate import validate_command_lines
+from fleetgen.fleet.sharing import given_share
 
 _P = re.compile
 
@@ -24,7 +25,7 @@ _P = re.compile
 NCCL_PORT_OFFSET = 1000
 
 # Static memory (weights + KV pool) of all replicas sharing one GPU together, as a fraction of the
-# GPU, where engine_args give no --mem-fraction-static (then that value is the budget).
+# GPU, where engine_args give no --mem-fraction-static (a given one is each replica's share).
 SHARED_GPU_BUDGET = 0.8
 
 # Fields of /server_info compared across replicas. /server_info is `dataclasses.asdict(server_args)`
@@ -61,6 +62,7 @@ class SglangEngine(Engine):
     ready_log_line = "The server is fired up and ready to roll!"
     # /server_info and /model_info appeared in 0.5.6; 0.5.4 has only the get_ names (deprecated later).
     endpoint_fallbacks = {"/server_info": "/get_server_info", "/model_info": "/get_model_info"}
+    memory_flag = "--mem-fraction-static"
     phase_patterns = (
         (_P(r"The server is fired up and ready to roll|Uvicorn running on|Start of (pd disaggregation )?warmup"), Phase.WARMING),
         (_P(r"Capture cuda graph begin|Capture piecewise CUDA graph|Capturing batches|Compiling"), Phase.COMPILING),
@@ -136,9 +138,10 @@ class SglangEngine(Engine):
         extra = list(spec.extra_args)
         if spec.on_gpu and spec.gpu_sharers > 1:
             # --mem-fraction-static is a share of the memory free before the weights load, so the
-            # replicas of one GPU get rising shares of what the ones before them left free.
-            given = flag_value(extra, "--mem-fraction-static")
-            budget = float(given) if given is not None else SHARED_GPU_BUDGET
+            # replicas of one GPU get rising shares of what the ones before them left free. A given
+            # value is each replica's share of the whole GPU (sharing.given_share checks they fit).
+            given = given_share(spec, "--mem-fraction-static")
+            budget = given * spec.gpu_sharers if given is not None else SHARED_GPU_BUDGET
             extra = without_flag(extra, "--mem-fraction-static")
             fraction = shared_fraction(budget, spec.gpu_slot, spec.gpu_sharers)
             args += ["--mem-fraction-static", str(fraction)]

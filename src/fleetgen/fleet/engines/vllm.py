@@ -5,18 +5,20 @@ from __future__ import annotations
 import re
 
 from fleetgen.fleet.engines.base import (
-    Engine, FatalPattern, Metrics, Phase, ReplicaSpec, flag_value, metric_labels, metric_totals, without_flag,
+    Engine, FatalPattern, Metrics, Phase, ReplicaSpec, metric_labels, metric_totals, without_flag,
 )
+from fleetgen.fleet.sharing import given_share
 
 _P = re.compile
 
 # All replicas sharing one GPU together, as a fraction of it, where engine_args give no
-# --gpu-memory-utilization (then that value is the budget); vLLM's own default for one replica.
+# --gpu-memory-utilization (a given one is each replica's share); vLLM's own default for one replica.
 SHARED_GPU_BUDGET = 0.9
 
 
 class VllmEngine(Engine):
     name = "vllm"
+    memory_flag = "--gpu-memory-utilization"
     phase_patterns = (
         (_P(r"Application startup complete|Starting vLLM (API )?server on|init engine \(profile|KV cache size"), Phase.WARMING),
         (_P(r"Compiling a graph|Dynamo bytecode|torch\.compile takes|[Cc]apturing (CUDA |cuda)?graphs?|compile range"), Phase.COMPILING),
@@ -100,11 +102,12 @@ class VllmEngine(Engine):
             cmd += ["--no-enable-chunked-prefill"]
         extra = list(spec.extra_args)
         if spec.on_gpu and spec.gpu_sharers > 1:
-            # vLLM's --gpu-memory-utilization is this instance's share of the whole GPU.
-            given = flag_value(extra, "--gpu-memory-utilization")
-            budget = float(given) if given is not None else SHARED_GPU_BUDGET
+            # vLLM's --gpu-memory-utilization is this instance's share of the whole GPU: a given one is
+            # kept when the replicas fit together (sharing.given_share), else the budget is split.
+            given = given_share(spec, "--gpu-memory-utilization")
+            share = given if given is not None else round(SHARED_GPU_BUDGET / spec.gpu_sharers, 3)
             extra = without_flag(extra, "--gpu-memory-utilization")
-            cmd += ["--gpu-memory-utilization", str(round(budget / spec.gpu_sharers, 3))]
+            cmd += ["--gpu-memory-utilization", str(share)]
         cmd += extra
         return cmd
 
