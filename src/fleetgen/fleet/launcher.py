@@ -15,6 +15,7 @@ from fleetgen.fleet.backend import Backend, Launch, StartedReplica
 from fleetgen.fleet.backends import backend_for, backend_for_config
 from fleetgen.fleet.config import FleetConfig
 from fleetgen.fleet.devices import sharing_waves
+from fleetgen.fleet.interrupt import cancel_on_signals
 from fleetgen.fleet.engines import ReplicaSpec, get_engine
 from fleetgen.fleet.net import check_port_free, is_loopback
 from fleetgen.fleet.plan import api_key_of, plan_replicas
@@ -56,6 +57,28 @@ async def up(config: FleetConfig, *, on_progress: ProgressCallback | None = None
         **backend.fleet_fields(),
     )
     write_state(state_dir, state)  # so `down` finds what was started even if `up` is killed while waiting
+    with cancel_on_signals() as signalled:
+        try:
+            return await _start(config, backend, engine, specs, python, extra_env, state, state_dir, on_progress)
+        except asyncio.CancelledError:
+            if signalled.name is None:
+                raise
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()  # the cancellation was ours, and it is answered by the error below
+            raise FleetError(
+                f"`up` was stopped by {signalled.name} while the fleet was starting: every replica it had started "
+                f"was stopped and {state_dir} cleared",
+                hint="run the same command again to start the fleet",
+            ) from None
+
+
+async def _start(
+    config: FleetConfig, backend: Backend, engine, specs: list[ReplicaSpec], python: str | None,
+    extra_env: dict[str, str], state: FleetState, state_dir: Path, on_progress: ProgressCallback | None,
+) -> FleetState:
+    """Start the waves and verify them; on any failure or cancellation, stop what was started and clear the state."""
+    here = backend.on_this_machine
     waves = [specs[:1], specs[1:]] if warm_first(config, specs) else [specs]
     # Replicas sharing a GPU start one after another: each sizes its memory from what is free.
     waves = [[w[p] for p in pos] for w in waves for pos in sharing_waves([s.gpu_slot for s in w])]
