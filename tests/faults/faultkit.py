@@ -147,6 +147,7 @@ def gen_config(tmp: Path, endpoints: list[str], **kw) -> GenerateConfig:
         prompts=tmp / "p.jsonl", output_dir=tmp / "out", endpoints=endpoints, max_tokens=8, concurrency=8,
         timeout_base_s=2.0, timeout_per_token_s=0.0, backoff_base_s=0.02, backoff_max_s=0.1,
         replica_cooldown_s=0.2, hedge=False, commit_interval_s=0.0, model="standin",
+        warmup=False,  # the faults here hit the job's own requests (tests/generate/test_warmup.py: the warm-up's)
     )
     base.update(kw)
     return GenerateConfig(**base)

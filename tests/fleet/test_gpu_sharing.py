@@ -45,10 +45,10 @@ def test_each_replica_gets_an_equal_share_of_the_whole_gpu():
             free -= f * free
 
 
-def _plan(monkeypatch, tmp_path, engine: str, args: list[str], gpus: int = 1, replicas: int = 2):
+def _plan(monkeypatch, tmp_path, engine: str, args: list[str], gpus: int = 1, replicas: int = 2, per_gpu: int = 2):
     fake = [GpuInfo(i, "NVIDIA H200", 141 << 30, (9, 0)) for i in range(gpus)]
     monkeypatch.setattr(local, "discover_gpus", lambda: fake)
-    cfg = FleetConfig(engine=engine, model="/models/m", gpus="all", replicas=replicas, replicas_per_gpu=2,
+    cfg = FleetConfig(engine=engine, model="/models/m", gpus="all", replicas=replicas, replicas_per_gpu=per_gpu,
                       engine_args=args, state_dir=tmp_path)
     specs = plan_replicas(cfg, "/models/m", local.LocalBackend())
     return specs, [get_engine(engine).command(s, "python") for s in specs]
@@ -64,10 +64,39 @@ def test_sglang_replicas_sharing_a_gpu_get_their_own_memory_fraction(monkeypatch
         assert c.count("--mem-fraction-static") == 1
 
 
-def test_a_given_mem_fraction_is_the_whole_gpus_budget(monkeypatch, tmp_path):
-    _, cmds = _plan(monkeypatch, tmp_path, "sglang", ["--mem-fraction-static=0.6", "--dtype", "bfloat16"])
+def test_a_given_mem_fraction_is_each_replicas_share_of_the_gpu(monkeypatch, tmp_path):
+    # Each replica takes 0.3 of the whole GPU, as asked: replica 1 finds 0.7 free, and 0.3 of the GPU is 0.429 of that.
+    _, cmds = _plan(monkeypatch, tmp_path, "sglang", ["--mem-fraction-static=0.3", "--dtype", "bfloat16"])
     assert [flag_value(c, "--mem-fraction-static") for c in cmds] == ["0.3", "0.429"]
-    assert all("--mem-fraction-static=0.6" not in c and c[-2:] == ["--dtype", "bfloat16"] for c in cmds)
+    assert all("--mem-fraction-static=0.3" not in c and c[-2:] == ["--dtype", "bfloat16"] for c in cmds)
+
+
+def test_eight_replicas_on_one_gpu_keep_a_given_fraction_that_fits(monkeypatch, tmp_path):
+    _, cmds = _plan(monkeypatch, tmp_path, "sglang", ["--mem-fraction-static", "0.11"], replicas=8, per_gpu=8)
+    free, held = 1.0, []
+    for c in cmds:
+        f = float(flag_value(c, "--mem-fraction-static"))
+        held.append(f * free)
+        free -= f * free
+    assert held == pytest.approx([0.11] * 8, abs=2e-3)  # the user's 0.11 each, not a split of it
+
+
+@pytest.mark.parametrize(("engine", "flag", "value", "replicas", "total", "most"), [
+    ("sglang", "--mem-fraction-static", "0.5", 8, "4.00", "0.11"),
+    ("sglang", "--mem-fraction-static", "0.5", 2, "1.00", "0.45"),
+    ("vllm", "--gpu-memory-utilization", "0.3", 4, "1.20", "0.22"),
+])
+def test_a_given_fraction_that_does_not_fit_is_refused_naming_the_flag(monkeypatch, tmp_path, engine, flag, value,
+                                                                      replicas, total, most):
+    with pytest.raises(ConfigError) as e:
+        _plan(monkeypatch, tmp_path, engine, [flag, value], replicas=replicas, per_gpu=replicas)
+    assert e.value.message.startswith(f"{replicas} replicas share GPU 0 at {flag} {value} each = {total} of the GPU")
+    assert f"pass at most {flag} {most} with {replicas} replicas per GPU, or fewer replicas" in e.value.hint
+
+
+def test_a_given_fraction_that_is_not_a_fraction_is_refused(monkeypatch, tmp_path):
+    with pytest.raises(ConfigError, match="--mem-fraction-static 'half' is not a number"):
+        _plan(monkeypatch, tmp_path, "sglang", ["--mem-fraction-static", "half"])
 
 
 def test_one_replica_per_gpu_leaves_the_flag_alone(monkeypatch, tmp_path):
@@ -79,6 +108,12 @@ def test_one_replica_per_gpu_leaves_the_flag_alone(monkeypatch, tmp_path):
 def test_vllm_replicas_sharing_a_gpu_split_its_utilization(monkeypatch, tmp_path):
     _, cmds = _plan(monkeypatch, tmp_path, "vllm", [])
     assert [flag_value(c, "--gpu-memory-utilization") for c in cmds] == ["0.45", "0.45"]
+
+
+def test_vllm_keeps_a_given_utilization_that_fits(monkeypatch, tmp_path):
+    _, cmds = _plan(monkeypatch, tmp_path, "vllm", ["--gpu-memory-utilization", "0.4"])
+    assert [flag_value(c, "--gpu-memory-utilization") for c in cmds] == ["0.4", "0.4"]
+    assert all(c.count("--gpu-memory-utilization") == 1 for c in cmds)
 
 
 def test_sharing_is_refused_where_it_cannot_apply(tmp_path):

@@ -2,7 +2,10 @@
 
 It answers /health, /v1/models, /metrics and /v1/chat/completions with a fixed text, and can
 be told to fail the first N chat requests with HTTP 500, to hang the next M for a while, or to
-take `delay_per_token_s` per generated token (to play a slow replica). It keeps every request
+take `delay_per_token_s` per generated token (to play a slow replica), or to stall
+`first_use_stall_s` on the first request of each sampling path, every request waiting behind it
+(to play SGLang's first-use kernel JIT; `arrivals` says which path each request had and whether
+that path was compiled when it came). It keeps every request
 body it got (`bodies`) and echoes it back under `standin_request`, and a `respond` script may
 answer with its own message (tool calls included) to play a target that diverges from a record. Used by tests of the
 client's retries and by bench/generate_bench.py for unequal replicas. Run it alone with
@@ -36,6 +39,7 @@ class StandinServer:
         max_concurrent: int = 64,
         max_model_len: int = 2048,
         respond: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
+        first_use_stall_s: float | None = None,
     ) -> None:
         self.model = model
         self.fail_first = fail_first
@@ -45,6 +49,10 @@ class StandinServer:
         self.max_model_len = max_model_len
         self.respond = respond
         self.bodies: list[dict[str, Any]] = []
+        self.first_use_stall_s = first_use_stall_s
+        self.compiled: set[str] = set()  # sampling paths already "compiled" (first_use_stall_s)
+        self.arrivals: list[tuple[str, bool, dict[str, Any]]] = []  # (path, compiled on arrival, body)
+        self._compiling = asyncio.Lock()
         self.requests = 0
         self.completed = 0
         self.failed = 0
@@ -87,6 +95,8 @@ class StandinServer:
         if n <= self.fail_first + self.hang_next:
             self.hung += 1
             await asyncio.sleep(self.hang_s)
+        if self.first_use_stall_s is not None:
+            await self._first_use(body)
         async with self._slots:  # a server runs a bounded batch; the rest wait, as in an engine
             self._running += 1
             try:
@@ -122,6 +132,15 @@ class StandinServer:
             }
         )
 
+    async def _first_use(self, body: dict[str, Any]) -> None:
+        """Stall the whole server while a path compiles, as one engine process does."""
+        path = standin_path(body)
+        self.arrivals.append((path, path in self.compiled, body))
+        async with self._compiling:
+            if path not in self.compiled:
+                await asyncio.sleep(self.first_use_stall_s or 0.0)
+                self.compiled.add(path)
+
     # --- running in a background thread (tests) -----------------------------------------
 
     def start(self, port: int = 0) -> str:
@@ -153,6 +172,19 @@ class StandinServer:
             self._loop.call_soon_threadsafe(self._loop.stop)
         if self._thread is not None:
             self._thread.join(10)
+
+
+def standin_path(body: dict[str, Any]) -> str:
+    """The stand-in's own idea of a sampling path (what would pick another kernel in SGLang 0.5.12)."""
+    if body.get("temperature", 1.0) == 0 or body.get("top_k") == 1:
+        flags = ["greedy"]
+    else:
+        flags = [name for name, on in (
+            ("top_p", body.get("top_p", 1.0) < 1), ("top_k", (body.get("top_k") or 0) > 1), ("min_p", bool(body.get("min_p"))),
+        ) if on] or ["plain"]
+    if body.get("logprobs"):
+        flags.append("logprobs")
+    return ",".join(flags)
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ def cfg(tmp_path, endpoints, **kw) -> GenerateConfig:
         prompts=tmp_path / "p.jsonl", output_dir=tmp_path / "out", endpoints=endpoints, max_tokens=8,
         concurrency=4, timeout_base_s=1.0, timeout_per_token_s=0.0, backoff_base_s=0.05, backoff_max_s=0.2,
         replica_cooldown_s=0.2, hedge=False, commit_interval_s=0.0,
+        warmup=False,  # these script faults of the job's own requests (test_warmup.py: the warm-up's)
     )
     base.update(kw)
     return GenerateConfig(**base)

@@ -17,6 +17,7 @@ from fleetgen.errors import ConfigError, ResumeMismatchError
 from fleetgen.generate import GenerateConfig, generate
 from fleetgen.generate.conversation import derived_seed
 from fleetgen.generate.profiles import NOT_SAMPLING, SamplingProfile, assign
+from fleetgen.generate.warmup import WARMUP_PROMPT
 
 PROFILES = [
     {"name": "direct", "weight": 1, "temperature": 0.3, "thinking": False},
@@ -83,8 +84,9 @@ def test_two_profiles_every_row_records_exactly_what_the_server_received(tmp_pat
     stats = generate(c, handle_signals=False)
     assert stats.ok == 120
     rows, _ = assert_exactly_once(tmp_path / "out", ids, 3)
-    by_seed = {b["seed"]: b for b in server.bodies}
-    assert len(by_seed) == len(server.bodies) == 120  # one request per row: the seed names its (id, sample)
+    bodies = [b for b in server.bodies if b["messages"][-1]["content"] != WARMUP_PROMPT]  # the job's own
+    by_seed = {b["seed"]: b for b in bodies}
+    assert len(by_seed) == len(bodies) == 120  # one request per row: the seed names its (id, sample)
     for r in rows:
         got = by_seed[derived_seed(7, r["id"], r["sample"], 0)]
         assert r["sampling"] == {k: v for k, v in got.items() if k not in NOT_SAMPLING}, r["id"]

@@ -64,6 +64,8 @@ def target(body):
     if any(m["role"] == "assistant" for m in body["messages"]):
         return None
     scenario = body["messages"][0]["content"].split("]")[0].lstrip("[")
+    if scenario not in SCENARIOS:
+        return None  # generate's warm-up request (generate/warmup.py): plain text
     calls = SCENARIOS[scenario][1]
     if calls is None:
         return {"content": "I think it is sunny."}

@@ -63,6 +63,8 @@ def cmd_generate(
     shard_runner: Annotated[str, typer.Option(help=_h(GenerateConfig, "shard_runner"))] = "auto",
     shard_retries: Annotated[int, typer.Option(help=_h(GenerateConfig, "shard_retries"))] = 3,
     event_loop: Annotated[str, typer.Option(help=_h(GenerateConfig, "event_loop"))] = "asyncio",
+    warmup: Annotated[bool, typer.Option(help=_h(GenerateConfig, "warmup"))] = True,
+    warmup_timeout_s: Annotated[float, typer.Option(help=_h(GenerateConfig, "warmup_timeout_s"))] = 900.0,
     api_key: Annotated[
         Optional[str],
         typer.Option("--api-key", envvar="FLEETGEN_API_KEY", show_envvar=True, help=_h(GenerateConfig, "api_key")),
@@ -81,7 +83,7 @@ def cmd_generate(
         "hedge": hedge, "retry_errors": retry_errors, "token_ids": token_ids, "force": force, "api_key": api_key,
         "metrics_port": metrics_port, "metrics_host": metrics_host, "metrics_allow_remote": metrics_allow_remote,
         "shard": shard, "shards": shards, "replica_slice": replica_slice, "shard_runner": shard_runner, "shard_retries": shard_retries,
-        "event_loop": event_loop,
+        "event_loop": event_loop, "warmup": warmup, "warmup_timeout_s": warmup_timeout_s,
     }
     base = merge_flags(ctx, flags, config, _FIELD_OF)
     cfg = validate(GenerateConfig, base, source=f"{config} and flags" if config else "flags")
@@ -127,7 +129,8 @@ def _run_with_progress(cfg: GenerateConfig) -> Stats:
 
         def on_progress(s: Stats) -> None:
             load = " ".join(
-                f"r{r.index}:{r.outstanding}/{r.window}" + ("" if r.in_rotation else "[red]✗[/]") for r in s.replicas
+                f"r{r.index}:{r.outstanding}/{r.window}" + ("" if r.in_rotation else "[yellow]…[/]" if r.warming else "[red]✗[/]")
+                for r in s.replicas
             )
             progress.update(
                 task, total=max(s.total, s.done), completed=s.done, rate=f"{s.output_tokens_per_s:.0f} tok/s", load=load

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from fleetgen.doctor.attention import check_attention, check_hybrid
 from fleetgen.doctor.config import DoctorConfig
+from fleetgen.doctor.cubin import check_cubin, probe_flashinfer
 from fleetgen.doctor.engine_import import check_engine_import, probe_import
 from fleetgen.doctor.gpus import check_gpus
 from fleetgen.doctor.host import Host
@@ -32,6 +33,7 @@ def run_doctor(config: DoctorConfig, host: Host | None = None) -> DoctorReport:
     checks.append(check_loader(host, snap, tcuda))
     if config.engine:
         checks.append(check_kernels(probe_kernels(host, config.engine), config.engine, host, snap, torch.version, tcuda))
+        checks.append(check_cubin(probe_flashinfer(host)))
         if snap.gpus:  # the whole server import: slow (~20 s), and only GPU machines start these engines' servers
             checks.append(check_engine_import(probe_import(host, config.engine), config.engine, host))
     else:

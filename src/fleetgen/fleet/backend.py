@@ -28,6 +28,7 @@ class Devices(NamedTuple):
 
     gpus: tuple[int, ...] = ()
     cpus: tuple[int, ...] = ()
+    kind: str = ""  # what compiled kernels depend on (GPU model and arch), e.g. "nvidia-h200-sm90"; "" unknown
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +45,13 @@ def discover_gpus() -> list[GpuInfo]:
         return gpus
     finally:
         pynvml.nvmlShutdown()
+
+
+def gpu_kind(gpus: list[GpuInfo]) -> str:
+    """What a replica's compiled kernels depend on: the GPU model and arch of its group, e.g. `nvidia-h200-sm90-x1`."""
+    names = sorted({f"{re.sub(r'[^a-z0-9]+', '-', g.name.lower()).strip('-')}-sm{g.compute_capability[0]}{g.compute_capability[1]}"
+                    for g in gpus})
+    return "+".join(names) + f"-x{len(gpus)}"
 
 
 def gpu_groups(

@@ -7,7 +7,6 @@ which backend it drives, only whether its replicas run on this machine.
 from __future__ import annotations
 
 import asyncio
-import shutil
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from fleetgen.fleet.backend import Backend, Launch, StartedReplica
 from fleetgen.fleet.backends import backend_for, backend_for_config
 from fleetgen.fleet.config import FleetConfig
 from fleetgen.fleet.devices import sharing_waves
+from fleetgen.fleet.interrupt import cancel_on_signals
 from fleetgen.fleet.engines import ReplicaSpec, get_engine
 from fleetgen.fleet.net import check_port_free, is_loopback
 from fleetgen.fleet.plan import api_key_of, plan_replicas
@@ -57,6 +57,28 @@ async def up(config: FleetConfig, *, on_progress: ProgressCallback | None = None
         **backend.fleet_fields(),
     )
     write_state(state_dir, state)  # so `down` finds what was started even if `up` is killed while waiting
+    with cancel_on_signals() as signalled:
+        try:
+            return await _start(config, backend, engine, specs, python, extra_env, state, state_dir, on_progress)
+        except asyncio.CancelledError:
+            if signalled.name is None:
+                raise
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()  # the cancellation was ours, and it is answered by the error below
+            raise FleetError(
+                f"`up` was stopped by {signalled.name} while the fleet was starting: every replica it had started "
+                f"was stopped and {state_dir} cleared",
+                hint="run the same command again to start the fleet",
+            ) from None
+
+
+async def _start(
+    config: FleetConfig, backend: Backend, engine, specs: list[ReplicaSpec], python: str | None,
+    extra_env: dict[str, str], state: FleetState, state_dir: Path, on_progress: ProgressCallback | None,
+) -> FleetState:
+    """Start the waves and verify them; on any failure or cancellation, stop what was started and clear the state."""
+    here = backend.on_this_machine
     waves = [specs[:1], specs[1:]] if warm_first(config, specs) else [specs]
     # Replicas sharing a GPU start one after another: each sizes its memory from what is free.
     waves = [[w[p] for p in pos] for w in waves for pos in sharing_waves([s.gpu_slot for s in w])]
@@ -64,8 +86,6 @@ async def up(config: FleetConfig, *, on_progress: ProgressCallback | None = None
     configs: list[dict[str, object]] = []
     try:
         for wave in waves:
-            if started and here:
-                seed_caches(specs[0], wave)
             launches = [Launch(engine, spec, python, extra_env, log_path_of(state_dir, spec.index)) for spec in wave]
             batch = await start_all(backend, config, launches, state, state_dir, started)
             configs += await asyncio.gather(
@@ -216,8 +236,9 @@ def _has_files(d: Path | None) -> bool:
 
 
 def warm_first(config: FleetConfig, specs: list[ReplicaSpec]) -> bool:
-    """On GPUs a cold start compiles once, not N times racing on JIT caches: replica 0 alone first.
+    """On GPUs a cold start compiles once, not N times: replica 0 alone first, the others after it is ready.
 
+    The others share its compile caches (plan.shared_cache_dir), so they load what it compiled.
     Not on CPU: there the second wave saves little (warm 79 s vs cold 96 s for one vLLM-CPU replica)
     and waiting for the first costs a whole start (2 replicas: 210 s staged vs 123 s at once).
     Not where the backend assigns devices at start (Ray): the plan has no GPUs to go by.
@@ -226,12 +247,3 @@ def warm_first(config: FleetConfig, specs: list[ReplicaSpec]) -> bool:
         config.warm_first and len(specs) > 1 and specs[0].on_gpu
         and not config.enforce_eager and not _has_files(specs[0].cache_dir)
     )
-
-
-def seed_caches(first: ReplicaSpec, wave: list[ReplicaSpec]) -> None:
-    """Copy replica 0's fresh compile caches into each empty cache of the replicas about to start."""
-    if not _has_files(first.cache_dir):
-        return
-    for spec in wave:
-        if spec.cache_dir is not None and not _has_files(spec.cache_dir):
-            shutil.copytree(first.cache_dir, spec.cache_dir, dirs_exist_ok=True, symlinks=True)

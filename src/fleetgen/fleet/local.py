@@ -7,7 +7,7 @@ import sys
 from fleetgen.errors import ConfigError
 from fleetgen.fleet.backend import Devices, Launch, StartedReplica
 from fleetgen.fleet.config import FleetConfig
-from fleetgen.fleet.devices import cpu_shares, discover_gpus, gpu_groups
+from fleetgen.fleet.devices import cpu_shares, discover_gpus, gpu_groups, gpu_kind
 from fleetgen.fleet.logtail import LogFollower
 from fleetgen.fleet.net import endpoint_of
 from fleetgen.fleet.process import is_alive, stop_processes
@@ -26,13 +26,14 @@ class LocalBackend:
         return {"backend": self.name}
 
     def layout(self, config: FleetConfig, count: int | None = None) -> list[Devices]:
-        available = [g.index for g in discover_gpus()] if config.gpus != "none" else []
+        infos = {g.index: g for g in discover_gpus()} if config.gpus != "none" else {}
+        available = list(infos)
         if config.gpus not in ("all", "none") and not available:
             raise ConfigError(f"--gpus {config.gpus} but no GPU is visible", hint="use --gpus none for the CPU engine")
         replicas = count or config.replicas
         if available:
             groups = gpu_groups(config.gpus, config.tp, replicas, available, config.replicas_per_gpu)
-            return [Devices(gpus=g) for g in groups]
+            return [Devices(gpus=g, kind=gpu_kind([infos[i] for i in g])) for g in groups]
         if config.engine != "vllm":
             raise ConfigError(
                 f"engine {config.engine!r} needs a GPU and none is visible",

@@ -30,6 +30,9 @@ class ReplicaState(BaseModel):
     node_id: str | None = Field(None, description="Ray's id of that node (Ray fleets).")
     actor: str | None = Field(None, description="Name of the Ray actor that owns the server (Ray fleets).")
     effective_config: dict[str, object] = Field(default_factory=dict)
+    startup_timings: dict[str, float] = Field(
+        default_factory=dict, description="Seconds the engine logged for start-up steps (e.g. cuda graph capture)."
+    )
 
     @property
     def verified(self) -> bool:

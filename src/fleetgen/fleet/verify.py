@@ -80,6 +80,9 @@ async def wait_ready(
         while True:
             for line in follower.new_lines():
                 last_progress = time.monotonic()
+                timed = engine.timing_of(line)
+                if timed:
+                    replica.startup_timings[timed[0]] = timed[1]
                 fatal = engine.fatal_of(line)
                 if fatal:
                     raise fail(f"fatal log line: {line.strip()[:300]}", fatal.hint)
@@ -100,7 +103,8 @@ async def wait_ready(
                     raise fail(f"health is 200 but a real generation failed: {result.detail}", "read the log")
                 reported = await probe.reported_config(session, replica.endpoint, engine)
                 phase = Phase.READY
-                emit(f"probe: {result.text.strip()[:60]!r} in {result.latency_s:.2f}s")
+                timings = "".join(f"; {k} {v:.1f}s" for k, v in replica.startup_timings.items())
+                emit(f"probe: {result.text.strip()[:60]!r} in {result.latency_s:.2f}s{timings}")
                 return reported
             now = time.monotonic()
             if now - t0 > config.startup_timeout_s:

@@ -157,6 +157,17 @@ class GenerateConfig(StrictModel):
     shard_retries: int = Field(
         3, ge=0, description="Times a shard whose process or Ray worker died (killed, node lost) is started again."
     )
+    warmup: bool = Field(
+        True,
+        description=(
+            "Before a replica takes the job's requests, send it one short request per distinct sampling path of the "
+            "job (greedy, top_p<1, top_k, min_p, ..., each profile's), so no job request waits behind a first-use "
+            "kernel compile (SGLang's flashinfer sampling JIT: minutes); see generate/warmup.py."
+        ),
+    )
+    warmup_timeout_s: float = Field(
+        900.0, gt=0, description="Time one warm-up request may take (a kernel compile); a replica over it takes no work."
+    )
 
     @field_validator("endpoints")
     @classmethod

@@ -106,6 +106,8 @@ class Dispatcher:
         self._flights: dict[_Flight, Callable[[Replica], Awaitable[object]]] = {}
         self._all_down_since: float | None = None
         self._dead: str | None = None
+        # Called with each replica that joins on a new address (warmup.py holds and warms it).
+        self.on_new_replica: Callable[[Replica], None] | None = None
 
     @property
     def capacity(self) -> int:
@@ -133,8 +135,34 @@ class Dispatcher:
         self.replicas[index] = new
         self.all_stats.append(new.stats)
         self._all_down_since = None
+        if self.on_new_replica is not None:
+            self.on_new_replica(new)
         self._wake()
         return True
+
+    # --- the warm-up gate (warmup.py) ------------------------------------------------------
+
+    def hold(self, r: Replica) -> None:
+        """Keep `r` out of rotation until `admit`: it is compiling the job's sampling kernels."""
+        r.stats.in_rotation = False
+        r.stats.warming = True
+        r.retry_at = float("inf")
+
+    def admit(self, r: Replica) -> None:
+        """`r` answered its warm-up: it takes work from now on."""
+        r.stats.warming = False
+        r.stats.in_rotation = True
+        r.retry_at = 0.0
+        self._all_down_since = None
+        self._wake()
+
+    def warmup_failed(self, r: Replica, why: str) -> None:
+        """`r` stays out of this run; when every replica failed so, the run stops (NoReplicaError)."""
+        r.stats.warming = False
+        r.stats.warmup_error = why
+        if all(x.stats.warmup_error for x in self.replicas):
+            self._dead = "no replica finished its warm-up: " + "; ".join(x.stats.warmup_error or "" for x in self.replicas)
+            self._wake()
 
     def forget(self, key: str) -> None:
         """The prompt behind `key` is finished: drop its affinity pin."""
@@ -267,12 +295,12 @@ class Dispatcher:
         r.retry_at = self.clock() + r.cooldown
         loop = asyncio.get_running_loop()
         loop.call_later(r.cooldown, self._cooldown_over, r)
-        if not any(x.in_rotation for x in self.replicas) and self._all_down_since is None:
+        if not any(x.in_rotation or x.stats.warming for x in self.replicas) and self._all_down_since is None:
             self._all_down_since = self.clock()
             loop.call_later(self.policy.give_up_after_s, self._check_dead)
 
     def _check_dead(self) -> None:
-        if self._all_down_since is None or any(x.in_rotation for x in self.replicas):
+        if self._all_down_since is None or any(x.in_rotation or x.stats.warming for x in self.replicas):
             return
         down_for = self.clock() - self._all_down_since
         if down_for >= self.policy.give_up_after_s * 0.999:

@@ -35,6 +35,7 @@ from fleetgen.generate.records import (
 )
 from fleetgen.generate.shard import Shard
 from fleetgen.generate.stats import Clock, Stats
+from fleetgen.generate.warmup import Warmup
 from fleetgen.generate.watch import JobWatch
 from fleetgen.generate.watermark import Progress, job_digest
 from fleetgen.generate.writer import Writer
@@ -192,9 +193,13 @@ async def _run(
         loop = _Loop(session, writer, done, stats, stop, shard, progress)
         watch = asyncio.create_task(follow_fleet(config.fleet_state, dispatcher, Shard.parse(config.replica_slice))) if config.fleet_state else None
         job_watch = JobWatch.start(config, stats, metrics)
+        warmup = Warmup.start(config, dispatcher, http, model)  # replicas take work once their paths are warm
         try:
             await loop.run()
         finally:
+            if warmup is not None:
+                await warmup.close()
+                stats.warmup = warmup.to_dict()
             if watch is not None:
                 watch.cancel()
             if progress is not None:

@@ -44,6 +44,8 @@ class ReplicaStats:
     prompt_tokens: int = 0
     in_rotation: bool = True
     ejections: int = 0
+    warming: bool = False  # held out of rotation while its sampling paths compile (warmup.py)
+    warmup_error: str | None = None  # why its warm-up failed: it took no work this run
     latency: LatencyHistogram = field(default_factory=LatencyHistogram)
 
 
@@ -72,6 +74,7 @@ class Stats:
     tool_cuts: dict[str, int] = field(default_factory=dict)  # samples ended at the target's turn, by reason
     tool_results_kept: int = 0
     tool_results_dropped: int = 0  # recorded results of calls the target did not make, outside cuts
+    warmup: dict[str, Any] | None = None  # the sampling paths warmed and each replica's seconds (warmup.py)
 
     def __post_init__(self) -> None:
         self.started = self.clock()
@@ -140,6 +143,7 @@ class Stats:
             "output_tokens_per_s": round(self.output_tokens_per_s, 2),
             "interrupted": self.interrupted,
             "stopped_reason": self.stopped_reason,
+            **({"warmup": self.warmup} if self.warmup is not None else {}),
             "replicas": [
                 {
                     "index": r.index,
@@ -153,6 +157,7 @@ class Stats:
                     "completion_tokens": r.completion_tokens,
                     "output_tokens_per_s": round(r.completion_tokens / e, 2) if e > 0 else 0.0,
                     "ejections": r.ejections,
+                    **({"warmup_error": r.warmup_error} if r.warmup_error else {}),
                 }
                 for r in self.replicas
             ],

@@ -13,7 +13,8 @@ Shapes copied from sglang 0.5.12:
 - /v1/chat/completions: sglang/srt/entrypoints/openai/protocol.py ChatCompletionResponse /
   ChatCompletionResponseChoice / ChatMessage (reasoning_content) / UsageInfo.
 - /metrics: names from sglang/srt/observability/metrics_collector.py (labels as SGLang sets them).
-- Log lines: model_runner.py ("Load weight begin", "Capture cuda graph begin") and http_server.py
+- Log lines: model_runner.py ("Load weight begin", "Capture cuda graph begin"), cuda_graph_runner.py
+  ("Capture cuda graph end. Time elapsed: ..."), and http_server.py
   ("The server is fired up and ready to roll!").
 """
 
@@ -207,6 +208,10 @@ async def main(argv: list[str]) -> None:
         sys.exit(1)
     log("Load weight begin. avail mem=79.10 GB")
     await asyncio.sleep(a.standin_listen_after)  # connection refused while "loading"
+    # The H200's first replica's lines (2026-12-02, captures/s5/replica-0-startup.log).
+    log("Capture cuda graph begin. This can take up to several minutes. avail mem=103.63 GB")
+    log("Capture cuda graph end. Time elapsed: 3.19 s. mem usage=0.51 GB. avail mem=103.12 GB.")
+    log("Capture piecewise CUDA graph end. Time elapsed: 7.83 s. mem usage=0.42 GB. avail mem=102.70 GB.")
     runner = web.AppRunner(build_app(a), access_log=None)
     await runner.setup()
     await web.TCPSite(runner, a.host, a.port).start()

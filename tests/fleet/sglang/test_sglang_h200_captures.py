@@ -44,6 +44,11 @@ def test_phases_read_from_a_real_start_come_in_order():
     assert any(ENGINE.ready_log_line in line for line in log_lines("h200-replica-0.log"))
 
 
+def test_the_graph_capture_time_is_read_from_a_real_start():
+    timed = [t for t in map(ENGINE.timing_of, log_lines("h200-replica-0.log")) if t]
+    assert timed == [("cuda graph capture", 77.23)]  # flashinfer's first-batch JIT, cold (2026-12-01)
+
+
 @pytest.mark.parametrize("name", ["h200-replica-0.log", "h200-replica-1.log", "h200-raw-server-ready.log"])
 def test_no_line_of_a_healthy_real_server_reads_as_fatal(name):
     # Among them: "Ignore import error when loading sglang.srt.models.mimo_audio: Can not import FA3 in

@@ -81,6 +81,7 @@ def test_readiness_goes_refused_then_up_not_ready_then_ready_then_probe(tmp_path
     engine = StandinSglang("--standin-listen-after", "1.5", "--standin-ready-after", "2.5")
     replica, proc, spec = start(engine, tmp_path, api_key=SECRET)
     seen: list[Phase] = []
+    details: list[str] = []
 
     async def scenario():
         async with aiohttp.ClientSession(headers=probe.auth_headers(SECRET)) as s:
@@ -93,7 +94,7 @@ def test_readiness_goes_refused_then_up_not_ready_then_ready_then_probe(tmp_path
             health, _ = await probe.health(s, replica.endpoint, engine)
             assert health == 503  # up, not ready: SGLang is still Starting
         return await verify.wait_ready(engine, replica, proc, config(tmp_path), SECRET,
-                                          lambda p: seen.append(p.phase))
+                                          lambda p: (seen.append(p.phase), details.append(p.detail)))
 
     try:
         reported = asyncio.run(scenario())
@@ -102,6 +103,9 @@ def test_readiness_goes_refused_then_up_not_ready_then_ready_then_probe(tmp_path
     assert seen[-1] == Phase.READY and Phase.PROBING in seen
     assert Phase.LOADING in seen and seen.index(Phase.LOADING) < seen.index(Phase.PROBING)
     assert reported["attention_backend"] == "flashinfer"
+    # The graph-capture times the engine logged: on the replica's state and in its ready line.
+    assert replica.startup_timings == {"cuda graph capture": 3.19, "piecewise graph capture": 7.83}
+    assert details[-1].endswith("; cuda graph capture 3.2s; piecewise graph capture 7.8s")
     assert reported["mem_fraction_static"] == 0.85
     assert reported["max_running_requests"] == 64 and reported["context_length"] == 8192
     assert reported["mamba_scheduler_strategy"] == "extra_buffer" and reported["reasoning_parser"] == "qwen3"

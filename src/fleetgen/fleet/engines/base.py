@@ -88,6 +88,10 @@ class Engine(ABC):
     endpoint_fallbacks: dict[str, str] = {}
     phase_patterns: tuple[tuple[re.Pattern[str], Phase], ...] = ()
     fatal_patterns: tuple[FatalPattern, ...] = ()
+    # The engine's flag for a replica's share of GPU memory (checked where replicas share a GPU: sharing.py).
+    memory_flag: str | None = None
+    # Start-up steps whose seconds the engine logs (group 1), shown when the replica is ready.
+    timing_patterns: tuple[tuple[re.Pattern[str], str], ...] = ()
 
     @abstractmethod
     def command(self, spec: ReplicaSpec, python: str) -> list[str]:
@@ -104,6 +108,14 @@ class Engine(ABC):
         for regex, phase in self.phase_patterns:
             if regex.search(line):
                 return phase
+        return None
+
+    def timing_of(self, line: str) -> tuple[str, float] | None:
+        """(step, seconds) when `line` is the engine's report of a timed start-up step."""
+        for regex, label in self.timing_patterns:
+            m = regex.search(line)
+            if m:
+                return label, float(m.group(1))
         return None
 
     def fatal_of(self, line: str) -> FatalPattern | None:

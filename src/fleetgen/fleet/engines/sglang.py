@@ -13,9 +13,10 @@ import re
 
 from fleetgen.errors import EngineError
 from fleetgen.fleet.engines.base import (
-    Engine, FatalPattern, Metrics, Phase, ReplicaSpec, flag_value, metric_totals, without_flag,
+    Engine, FatalPattern, Metrics, Phase, ReplicaSpec, metric_totals, without_flag,
 )
 from fleetgen.fleet.engines.sglang_validate import validate_command_lines
+from fleetgen.fleet.sharing import given_share
 
 _P = re.compile
 
@@ -24,7 +25,7 @@ _P = re.compile
 NCCL_PORT_OFFSET = 1000
 
 # Static memory (weights + KV pool) of all replicas sharing one GPU together, as a fraction of the
-# GPU, where engine_args give no --mem-fraction-static (then that value is the budget).
+# GPU, where engine_args give no --mem-fraction-static (a given one is each replica's share).
 SHARED_GPU_BUDGET = 0.8
 
 # Fields of /server_info compared across replicas. /server_info is `dataclasses.asdict(server_args)`
@@ -61,11 +62,18 @@ class SglangEngine(Engine):
     ready_log_line = "The server is fired up and ready to roll!"
     # /server_info and /model_info appeared in 0.5.6; 0.5.4 has only the get_ names (deprecated later).
     endpoint_fallbacks = {"/server_info": "/get_server_info", "/model_info": "/get_model_info"}
+    memory_flag = "--mem-fraction-static"
     phase_patterns = (
         (_P(r"The server is fired up and ready to roll|Uvicorn running on|Start of (pd disaggregation )?warmup"), Phase.WARMING),
         (_P(r"Capture cuda graph begin|Capture piecewise CUDA graph|Capturing batches|Compiling"), Phase.COMPILING),
         (_P(r"Load weight begin|Loading safetensors|Load weight end"), Phase.LOADING),
         (_P(r"server_args=|Init torch distributed"), Phase.STARTING),
+    )
+    # 0.5.12 `cuda_graph_runner.py` / `piecewise_cuda_graph_runner.py`: a warm JIT cache shows here
+    # (the H200's second replica with caches of its own: 36.26 s; the first: 3.19 s).
+    timing_patterns = (
+        (_P(r"Capture cuda graph end\. Time elapsed: ([0-9.]+) s"), "cuda graph capture"),
+        (_P(r"Capture piecewise CUDA graph end\. Time elapsed: ([0-9.]+) s"), "piecewise graph capture"),
     )
     fatal_patterns = (
         FatalPattern(
@@ -130,9 +138,10 @@ class SglangEngine(Engine):
         extra = list(spec.extra_args)
         if spec.on_gpu and spec.gpu_sharers > 1:
             # --mem-fraction-static is a share of the memory free before the weights load, so the
-            # replicas of one GPU get rising shares of what the ones before them left free.
-            given = flag_value(extra, "--mem-fraction-static")
-            budget = float(given) if given is not None else SHARED_GPU_BUDGET
+            # replicas of one GPU get rising shares of what the ones before them left free. A given
+            # value is each replica's share of the whole GPU (sharing.given_share checks they fit).
+            given = given_share(spec, "--mem-fraction-static")
+            budget = given * spec.gpu_sharers if given is not None else SHARED_GPU_BUDGET
             extra = without_flag(extra, "--mem-fraction-static")
             fraction = shared_fraction(budget, spec.gpu_slot, spec.gpu_sharers)
             args += ["--mem-fraction-static", str(fraction)]
@@ -146,14 +155,18 @@ class SglangEngine(Engine):
         env = super().environment(spec)
         if spec.cache_dir is not None:
             # flashinfer's JIT cannot be seeded by copying: its build.ninja names absolute paths and
-            # .ninja_log is keyed by them, so a workspace copied elsewhere rebuilds every kernel (the
-            # H200's replica 1, seeded so, was still in its first-batch JIT after 60 s; replica 0 took
-            # 75 s). flashinfer 0.6 locks each kernel's build
-            # and load in the workspace (jit/core.py `build_and_load`): the replicas of a host share one.
+            # .ninja_log is keyed by them, so a workspace copied elsewhere rebuilds every kernel. It
+            # depends on the GPU, not the model, and flashinfer 0.6 locks each kernel's build and load
+            # (jit/core.py `build_and_load`): one workspace for the replicas of a host.
             env["FLASHINFER_WORKSPACE_BASE"] = str(spec.cache_dir.parent / f"{self.name}-shared" / "flashinfer")
-            # JIT caches that replicas compiling at once race on; each replica slot gets its own.
-            env["TVM_FFI_CACHE_DIR"] = str(spec.cache_dir / "tvm-ffi")  # tvm_ffi/cpp/extension.py
-            env["SGLANG_DG_CACHE_DIR"] = str(spec.cache_dir / "deep_gemm")  # sglang/srt/environ.py
+            # The other JIT and compile caches of 0.5.12, in the replica's cache dir: on a local GPU fleet
+            # one dir per engine + model + GPU kind that every replica shares (plan.shared_cache_dir).
+            c = spec.cache_dir
+            env["TVM_FFI_CACHE_DIR"] = str(c / "tvm-ffi")  # sgl_kernel's jit_kernel via tvm_ffi/cpp/extension.py
+            env["SGLANG_DG_CACHE_DIR"] = str(c / "deep_gemm")  # srt/environ.py -> DG_JIT_CACHE_DIR
+            env["SGLANG_CACHE_DIR"] = str(c / "sglang")  # torch_compile_cache (its inductor/triton), flashinfer autotune
+            env["TRITON_CACHE_DIR"] = str(c / "triton")  # triton's own cache (sglang's triton kernels)
+            env["TORCHINDUCTOR_CACHE_DIR"] = str(c / "inductor")  # torch.compile outside sglang's compile backend
         return env
 
     def parse_metrics(self, text: str) -> Metrics:

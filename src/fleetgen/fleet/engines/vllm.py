@@ -5,23 +5,30 @@ from __future__ import annotations
 import re
 
 from fleetgen.fleet.engines.base import (
-    Engine, FatalPattern, Metrics, Phase, ReplicaSpec, flag_value, metric_labels, metric_totals, without_flag,
+    Engine, FatalPattern, Metrics, Phase, ReplicaSpec, metric_labels, metric_totals, without_flag,
 )
+from fleetgen.fleet.sharing import given_share
 
 _P = re.compile
 
 # All replicas sharing one GPU together, as a fraction of it, where engine_args give no
-# --gpu-memory-utilization (then that value is the budget); vLLM's own default for one replica.
+# --gpu-memory-utilization (a given one is each replica's share); vLLM's own default for one replica.
 SHARED_GPU_BUDGET = 0.9
 
 
 class VllmEngine(Engine):
     name = "vllm"
+    memory_flag = "--gpu-memory-utilization"
     phase_patterns = (
         (_P(r"Application startup complete|Starting vLLM (API )?server on|init engine \(profile|KV cache size"), Phase.WARMING),
         (_P(r"Compiling a graph|Dynamo bytecode|torch\.compile takes|[Cc]apturing (CUDA |cuda)?graphs?|compile range"), Phase.COMPILING),
         (_P(r"Starting to load model|Loading safetensors|Loading weights|Model loading took"), Phase.LOADING),
         (_P(r"vLLM API server version|non-default args|Initializing a V1 LLM engine"), Phase.STARTING),
+    )
+    # vLLM's `compilation/monitor.py` and the GPU model runner's capture report.
+    timing_patterns = (
+        (_P(r"torch\.compile takes ([0-9.]+) s in total"), "torch.compile"),
+        (_P(r"Graph capturing finished in ([0-9.]+) secs?"), "cuda graph capture"),
     )
     fatal_patterns = (
         FatalPattern(
@@ -95,11 +102,12 @@ class VllmEngine(Engine):
             cmd += ["--no-enable-chunked-prefill"]
         extra = list(spec.extra_args)
         if spec.on_gpu and spec.gpu_sharers > 1:
-            # vLLM's --gpu-memory-utilization is this instance's share of the whole GPU.
-            given = flag_value(extra, "--gpu-memory-utilization")
-            budget = float(given) if given is not None else SHARED_GPU_BUDGET
+            # vLLM's --gpu-memory-utilization is this instance's share of the whole GPU: a given one is
+            # kept when the replicas fit together (sharing.given_share), else the budget is split.
+            given = given_share(spec, "--gpu-memory-utilization")
+            share = given if given is not None else round(SHARED_GPU_BUDGET / spec.gpu_sharers, 3)
             extra = without_flag(extra, "--gpu-memory-utilization")
-            cmd += ["--gpu-memory-utilization", str(round(budget / spec.gpu_sharers, 3))]
+            cmd += ["--gpu-memory-utilization", str(share)]
         cmd += extra
         return cmd
 
@@ -113,7 +121,8 @@ class VllmEngine(Engine):
             if spec.cpus:
                 env["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(str(c) for c in spec.cpus)
         if spec.cache_dir is not None:
-            # Replicas racing on one torch.compile cache corrupt it; each gets its own.
+            # torch.compile and triton caches: per replica slot where replicas start together (CPU),
+            # shared by the replicas of one model and GPU kind on a local GPU fleet (plan.shared_cache_dir).
             env["VLLM_CACHE_ROOT"] = str(spec.cache_dir)
         return env
 
