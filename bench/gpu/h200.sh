@@ -9,7 +9,10 @@
 #   capture    bench/gpu/capture_native.py against replica 0 (fixtures for tests/fleet/sglang)
 #   gen        four jobs over the fleet (sampled, greedy, thinking on, tools) + id checks + tokens export
 #   bench1     bench/client_vs_plain.py on replica 0: fleetgen vs plain (ABBA), native vs chat path (ACCA)
-#   down       fleetgen down, GPU memory after
+#   run8       fleetgen run: 8 replicas on the one GPU (warm-first, --mem-fraction-static 0.1 each), 6,000 prompts x 2
+#              at top_p 0.9, kill -9 of replica 3 mid-generate, export, report; --keep-fleet; exactly-once check
+#   bench8     bench/client_vs_plain.py over the 8 replicas: fleetgen (native) / plain / fleetgen --no-token-ids
+#   down       fleetgen down, GPU memory after (ST=/tmp/fleet8 for the 8-replica fleet)
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 SGLANG=${SGLANG:-0.5.12}
@@ -112,8 +115,88 @@ bench1() {
   tail -6 $d/acca.log | cut -c1-400 | tee -a "$OUT/main.log"
 }
 
+run8() {
+  local d=$OUT/run8; mkdir -p $d
+  python3 - <<'EOF2'
+import json
+T = ["the sea", "a robot", "autumn", "a city at night", "bread", "a violin", "mountains", "a cat", "rain", "trains"]
+with open("/tmp/prompts6k.jsonl", "w") as f:
+    for i in range(6000):
+        f.write(json.dumps({"id": f"q{i}", "messages": [{"role": "user", "content": f"Tell me about {T[i % 10]}, part {i}."}]}) + "\n")
+EOF2
+  cat > /tmp/job8.yaml <<'EOF2'
+workdir: /tmp/run8
+fleet:
+  engine: sglang
+  model: /tmp/model
+  replicas: 8
+  gpus: all
+  replicas_per_gpu: 8
+  state_dir: /tmp/fleet8
+  engine_args: [--attention-backend, flashinfer, --grammar-backend, none, --mem-fraction-static, "0.1",
+                --reasoning-parser, qwen3, --tool-call-parser, qwen25]
+generate:
+  prompts: /tmp/prompts6k.jsonl
+  samples: 2
+  max_tokens: 256
+  temperature: 0.8
+  top_p: 0.9
+  reasoning: "off"
+export:
+  format: tokens
+  tokenizer: /tmp/model
+  output: export/tokens.parquet
+  finish_reasons: [stop, length]
+report:
+  html: false
+EOF2
+  rm -rf /tmp/run8
+  (  # kill -9 one replica once the job is a third done
+    for _ in $(seq 1 1100); do
+      n=$(cat /tmp/run8/generate/results.jsonl 2>/dev/null | wc -l)
+      if [ "$n" -ge 4000 ]; then
+        pid=$(python3 -c "from pathlib import Path; from fleetgen.fleet.state import read_state; print(read_state(Path('/tmp/fleet8')).replicas[3].pid)")
+        kill -9 "$pid" && log "killed replica 3 (pid $pid) with $n rows written"; break
+      fi
+      sleep 0.5
+    done ) &
+  local killer=$!
+  timed timeout ${RUN8_TIMEOUT:-560} fleetgen run /tmp/job8.yaml --keep-fleet > $d/run.log 2>&1
+  kill $killer 2>/dev/null
+  grep -v -E "^\s*$" $d/run.log | grep -i -E "replica|ready|warm|compil|restart|dead|path|rows|export|error|note|tok/s" | cut -c1-220 | tail -45 | tee -a "$OUT/main.log"
+  python3 - <<'EOF2' | tee -a "$OUT/main.log"
+import json, glob, collections
+keys = collections.Counter()
+for f in glob.glob("/tmp/run8/generate/results*.jsonl") + glob.glob("/tmp/run8/generate/errors*.jsonl"):
+    for line in open(f):
+        if line.strip():
+            r = json.loads(line); keys[(r["id"], r["sample"])] += 1
+dup = sum(1 for v in keys.values() if v > 1)
+print(json.dumps({"distinct_id_sample": len(keys), "expected": 12000, "duplicated": dup, "missing": 12000 - len(keys)}))
+EOF2
+  python3 bench/gpu/check_rows.py /tmp/run8/generate | tee -a "$OUT/main.log"
+  python3 -c "import json; s=json.load(open('/tmp/run8/generate/stats.json')); print(json.dumps({k: s.get(k) for k in ('warmup', 'wall_s', 'tokens', 'rows')})[:1500])" | tee -a "$OUT/main.log"
+  fleetgen status --state /tmp/fleet8 --json > $d/status.json 2>&1
+  python3 -c "
+import json; s = json.load(open('$d/status.json'))
+for r in s.get('replicas', []):
+    print(r.get('index'), r.get('alive'), r.get('healthy'), r.get('memory_mib') or r.get('gpu_memory_mib'), (r.get('startup_timings') or r.get('timings')))
+" 2>&1 | tee -a "$OUT/main.log"
+  for f in /tmp/fleet8/logs/replica-*.log; do echo "$(basename $f): $(grep -o -E 'Capture cuda graph end. Time elapsed: [0-9.]+ s|Capture (piecewise )?cuda graph.*elapsed[^,]*' $f | tr '\n' ';' | cut -c1-200)"; done | tee -a "$OUT/main.log"
+  cp /tmp/fleet8/logs/replica-0.log /tmp/fleet8/logs/replica-3.log $d/ 2>/dev/null
+  gpu | tee -a "$OUT/main.log"
+}
+
+bench8() {
+  local d=$OUT/bench8; mkdir -p $d
+  local eps=(); for i in 0 1 2 3 4 5 6 7; do eps+=(--endpoint http://127.0.0.1:$((30000 + i))); done
+  timed timeout 400 python3 bench/client_vs_plain.py "${eps[@]}" --model model --prompts 8000 --max-tokens 128 \
+      --concurrency 128 --arms ABCCBA --fleetgen fleetgen --out $d/abccba.json > $d/bench.log 2>&1
+  tail -8 $d/bench.log | cut -c1-400 | tee -a "$OUT/main.log"
+}
+
 down() {
-  timed fleetgen down --state $ST 2>&1 | tail -2 | tee -a "$OUT/main.log"
+  timed fleetgen down --state ${DOWN_STATE:-$ST} 2>&1 | tail -2 | tee -a "$OUT/main.log"
   sleep 2; gpu 2>&1 | tee -a "$OUT/main.log"
 }
 
