@@ -29,12 +29,58 @@ def test_arguments_compare_as_json_not_text():
     assert call_arguments(call("f", "")) == {}
 
 
-def test_parallel_calls_in_another_order_keep_both_results_with_the_recorded_ids():
+def test_parallel_calls_in_another_order_keep_both_results_in_the_targets_order():
     made = [call("get_weather", ROME, "srv-a"), call("get_weather", '{"city":  "Paris"}', "srv-b")]
     f = follow_up(REC, RESULTS, made, match="arguments", more_follows=True)
     assert f.cut is None
     assert [c["id"] for c in f.calls] == ["c2", "c1"]  # each regenerated call takes its recorded twin's id
-    assert f.results == RESULTS and f.dropped == []
+    # The k-th result answers the k-th call: a positional template pairs them so.
+    assert f.results == [RESULTS[1], RESULTS[0]] and f.dropped == []
+    assert [r["tool_call_id"] for r in f.results] == [c["id"] for c in f.calls]
+
+
+def test_arguments_compare_with_their_json_types():
+    flag = {"role": "assistant", "content": "", "tool_calls": [call("set", {"on": True, "n": 1}, "c1")]}
+    res = [result("c1", "done")]
+    assert follow_up(flag, res, [call("set", {"on": 1, "n": 1})], match="arguments", more_follows=True).cut.reason == "other_arguments"
+    assert follow_up(flag, res, [call("set", {"on": True, "n": True})], match="arguments", more_follows=True).cut.reason == "other_arguments"
+    assert follow_up(flag, res, [call("set", {"on": True, "n": 1.0})], match="arguments", more_follows=True).cut is None
+    assert follow_up(flag, res, [call("set", '{"n": 1, "on": true}')], match="arguments", more_follows=True).cut is None
+    # A JSON string is not the non-JSON text that spells it.
+    text = {"role": "assistant", "content": "", "tool_calls": [call("f", "abc", "c1")]}
+    assert follow_up(text, res, [call("f", '"abc"')], match="arguments", more_follows=True).cut.reason == "other_arguments"
+
+
+def test_among_equal_recorded_calls_one_with_a_result_is_taken():
+    rec = {"role": "assistant", "content": "", "tool_calls": [call("get_weather", PARIS, "c1"), call("get_weather", PARIS, "c2")]}
+    f = follow_up(rec, [result("c2", "sunny")], [call("get_weather", PARIS, "srv")], match="arguments", more_follows=True)
+    assert f.cut is None and f.calls[0]["id"] == "c2" and f.results == [result("c2", "sunny")]
+    # Twice: the second has no result left, and says so.
+    f = follow_up(rec, [result("c2", "sunny")], [call("get_weather", PARIS), call("get_weather", PARIS)],
+                  match="arguments", more_follows=True)
+    assert f.cut.reason == "no_recorded_result"
+
+
+def test_name_policy_takes_argument_twins_first():
+    made = [call("get_weather", {"city": "Lima"}, "s0"), call("get_weather", PARIS, "s1")]
+    f = follow_up(REC, RESULTS, made, match="name", more_follows=True)
+    # Paris keeps Paris's result; Lima gets the one left (Rome's), as the name policy allows.
+    assert f.cut is None and [c["id"] for c in f.calls] == ["c2", "c1"]
+    assert [r["content"] for r in f.results] == ["rain", "sunny"]
+
+
+def test_results_without_ids_take_the_id_of_the_call_they_answer():
+    rec = {"role": "assistant", "content": "", "tool_calls": [call("a", {}), call("b", {})]}
+    f = follow_up(rec, [result(None, "A"), result(None, "B")], [call("b", {}, "srv-0"), call("a", {}, "srv-1")],
+                  match="arguments", more_follows=True)
+    assert [(r["content"], r["tool_call_id"]) for r in f.results] == [("B", "srv-0"), ("A", "srv-1")]
+    f = follow_up(rec, [result(None, "A"), result(None, "B")], [call("b", {}), call("a", {})], match="arguments", more_follows=True)
+    assert [r["content"] for r in f.results] == ["B", "A"] and all("tool_call_id" not in r for r in f.results)
+
+
+def test_a_second_result_for_one_call_is_dropped():
+    f = follow_up(REC, [RESULTS[0], result("c1", "again")], [call("get_weather", PARIS)], match="arguments", more_follows=True)
+    assert f.results == [RESULTS[0]] and f.dropped == [result("c1", "again")]
 
 
 def test_a_subset_of_the_parallel_calls_keeps_only_their_results():
@@ -86,7 +132,7 @@ def test_results_without_ids_answer_calls_by_position():
     assert answered_call([result("x", "1"), result("y", "2")], rec["tool_calls"]) == [0, 1]
     assert answered_call([result(None, "1"), result("c9", "2")], REC["tool_calls"]) == [0, None]
     f = follow_up(rec, [result(None, "1"), result(None, "2")], [call("b", {})], match="arguments", more_follows=False)
-    assert f.cut is None and f.results == [result(None, "2")]
+    assert f.cut is None and f.results == [result(None, "2")]  # neither call has an id: none is invented
 
 
 def test_a_call_where_the_record_answered_cuts_only_if_the_record_goes_on():

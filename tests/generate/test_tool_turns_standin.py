@@ -9,6 +9,8 @@ these on cue; the real-engine run is in test_tool_turns_engine.py.
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 from helpers import read_jsonl
@@ -129,7 +131,9 @@ def test_scripted_divergence_keeps_only_results_the_target_asked_for(tmp_path, s
     assert rows["same"]["messages"][1]["tool_calls"][0]["id"] == "c1"  # the recorded id, so the result stays attached
     assert rows["same-spacing"]["cut"] is None
     swapped = rows["parallel-swapped"]["messages"]
-    assert [c["id"] for c in swapped[1]["tool_calls"]] == ["c2", "c1"] and [m["content"] for m in swapped[2:4]] == ["sunny", "rain"]
+    # The results follow the target's calls (Rome, then Paris), each naming the call it answers.
+    assert [c["id"] for c in swapped[1]["tool_calls"]] == ["c2", "c1"] and [m["content"] for m in swapped[2:4]] == ["rain", "sunny"]
+    assert [m["tool_call_id"] for m in swapped[2:4]] == ["c2", "c1"]
     subset = rows["parallel-subset"]
     assert [m["content"] for m in subset["messages"] if m["role"] == "tool"] == ["rain"]
     assert [d["tool_call_id"] for d in subset["dropped_tool_results"]] == ["c1"]
@@ -178,3 +182,52 @@ def test_name_policy_keeps_a_result_after_other_arguments(tmp_path, standin):
     assert_coherent(r["messages"], {x["id"]: x["messages"] for x in prompt_rows}, "other-arguments", match="name")
     assert rows["other-function"]["cut"]["reason"] == "other_function"
     assert json.loads((tmp_path / "out" / "job.json").read_text())["sampling"]["tool_match"] == "name"
+
+
+TEMPLATE = Path(__file__).resolve().parents[1] / "fixtures" / "templates" / "smollm2_hermes_tools.jinja"
+CITIES = ("Paris", "Rome", "Lima")
+WEATHER = {"Paris": "sunny", "Rome": "rain", "Lima": "fog"}
+
+
+def test_a_positional_template_shows_each_swapped_call_its_own_result(tmp_path):
+    """The history the server gets next, rendered with a template that pairs results with calls by position."""
+    pytest.importorskip("transformers")
+    from transformers import AutoTokenizer
+
+    from fleetgen.models.registry import resolve_model
+
+    try:
+        tok = AutoTokenizer.from_pretrained(resolve_model("smollm2", prepare=False))
+    except Exception as e:  # not prepared on this machine
+        pytest.skip(f"embedded tokenizer not available: {e}")
+    recorded = [{"role": "assistant", "content": "", "tool_calls": [call("get_weather", {"city": c}, f"c{i}") for i, c in enumerate(CITIES)]},
+                *({"role": "tool", "content": WEATHER[c], "tool_call_id": f"c{i}"} for i, c in enumerate(CITIES)),
+                {"role": "assistant", "content": "RECORDED"}]
+    orders = {"reversed": ["Lima", "Rome", "Paris"], "rotated": ["Rome", "Lima", "Paris"], "same": list(CITIES)}
+
+    def target(body):
+        if any(m["role"] == "assistant" for m in body["messages"]):
+            return {"content": "done"}
+        order = orders[body["messages"][0]["content"]]
+        return {"content": "", "tool_calls": [{**call("get_weather", {"city": c}), "id": f"srv-{k}"} for k, c in enumerate(order)]}
+
+    server = StandinServer(respond=target)
+    url = server.start()
+    try:
+        prompts = tmp_path / "p.jsonl"
+        prompts.write_text("".join(json.dumps({"id": n, "tools": TOOLS, "messages": [{"role": "user", "content": n}, *recorded]}) + "\n"
+                                   for n in orders))
+        generate(GenerateConfig(prompts=prompts, output_dir=tmp_path / "out", endpoints=[url], model="standin",
+                                max_tokens=16, hedge=False, commit_interval_s=0.0), handle_signals=False)
+        second = {b["messages"][0]["content"]: b for b in server.bodies if any(m["role"] == "tool" for m in b["messages"])}
+    finally:
+        server.stop()
+    assert set(second) == set(orders)
+    for name, order in orders.items():
+        text = tok.apply_chat_template(second[name]["messages"], tools=TOOLS, chat_template=TEMPLATE.read_text(),
+                                       tokenize=False, add_generation_prompt=True)
+        turn = text.split("<|im_start|>user\n" + name + "<|im_end|>\n", 1)[1]  # past the template's worked examples
+        called = re.findall(r'<tool_call>\n\{"name": "get_weather", "arguments": \{"city": "(\w+)"\}\}', turn)
+        answered = re.findall(r"<tool_response>\n(\w+)\n</tool_response>", turn)
+        assert called == order, name
+        assert answered == [WEATHER[c] for c in order], f"{name}: the k-th result must answer the k-th call"
