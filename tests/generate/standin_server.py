@@ -7,7 +7,8 @@ take `delay_per_token_s` per generated token (to play a slow replica), or to sta
 (to play SGLang's first-use kernel JIT; `arrivals` says which path each request had and whether
 that path was compiled when it came). It keeps every request
 body it got (`bodies`) and echoes it back under `standin_request`, and a `respond` script may
-answer with its own message (tool calls included) to play a target that diverges from a record. Used by tests of the
+answer with its own message (tool calls, reasoning_content included, and the token ids it
+stands for) to play a target that diverges from a record or that thinks. Used by tests of the
 client's retries and by bench/generate_bench.py for unequal replicas. Run it alone with
 `python tests/generate/standin_server.py --port 18100 --delay-per-token 0.01`.
 """
@@ -111,26 +112,29 @@ class StandinServer:
         finish = "length" if tokens == max_tokens else "stop"
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
         message = {"role": "assistant", "content": " ".join(WORDS[:tokens]) + f" #{n}"}
-        scripted = self.respond(body) if self.respond else None
-        if scripted is not None:
+        scripted = dict(self.respond(body) or {}) if self.respond else {}
+        # A script may give token ids too (vLLM's shape: prompt ids at the root, sampled ids in the choice).
+        ids = {k: scripted.pop(k) for k in ("prompt_token_ids", "token_ids") if k in scripted}
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": tokens}
+        if "token_ids" in ids:
+            usage = {"prompt_tokens": len(ids.get("prompt_token_ids") or []), "completion_tokens": len(ids["token_ids"])}
+        if scripted:
             message = {"role": "assistant", "content": None, **scripted}
             finish = "tool_calls" if message.get("tool_calls") else "stop"
-        return web.json_response(
-            {
-                "id": f"standin-{n}",
-                "object": "chat.completion",
-                "model": self.model,
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": message,
-                        "finish_reason": finish,
-                    }
-                ],
-                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": tokens},
-                "standin_request": body,
-            }
-        )
+        choice = {"index": 0, "message": message, "finish_reason": finish}
+        if "token_ids" in ids:
+            choice["token_ids"] = ids["token_ids"]
+        payload = {
+            "id": f"standin-{n}",
+            "object": "chat.completion",
+            "model": self.model,
+            "choices": [choice],
+            "usage": usage,
+            "standin_request": body,
+        }
+        if "prompt_token_ids" in ids:
+            payload["prompt_token_ids"] = ids["prompt_token_ids"]
+        return web.json_response(payload)
 
     async def _first_use(self, body: dict[str, Any]) -> None:
         """Stall the whole server while a path compiles, as one engine process does."""

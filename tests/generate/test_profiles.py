@@ -55,6 +55,8 @@ def test_assignment_is_a_stable_weighted_hash_of_id_and_sample():
 def test_profile_errors_name_the_field():
     with pytest.raises(ValueError, match="extra_body may not set messages, temperature"):
         SamplingProfile(name="x", extra_body={"messages": [], "temperature": 1})
+    with pytest.raises(ValueError, match="extra_body may not set reasoning: rows record the job's policy"):
+        SamplingProfile(name="x", extra_body={"reasoning": {"effort": "low"}})
     with pytest.raises(ValueError, match="profile names must be unique, repeated: a"):
         GenerateConfig(prompts="p", output_dir="o", endpoints=["http://h:1"], profiles=[{"name": "a"}, {"name": "a"}])
     with pytest.raises(ValueError, match="reasoning is off but profile.s. t turn thinking on"):
@@ -89,17 +91,20 @@ def test_two_profiles_every_row_records_exactly_what_the_server_received(tmp_pat
     assert len(by_seed) == len(bodies) == 120  # one request per row: the seed names its (id, sample)
     for r in rows:
         got = by_seed[derived_seed(7, r["id"], r["sample"], 0)]
-        assert r["sampling"] == {k: v for k, v in got.items() if k not in NOT_SAMPLING}, r["id"]
+        # One shape on every row: what the server received, plus the job's policies.
+        sent = {k: v for k, v in got.items() if k not in NOT_SAMPLING}
+        assert r["sampling"] == {**sent, "reasoning": "save", "truncation": "keep"}, r["id"]
         assert r["profile"] == assign(c.profiles, 7, r["id"], r["sample"]).name
     names = Counter(r["profile"] for r in rows)
     assert set(names) == {"direct", "think"}
     direct = next(r for r in rows if r["profile"] == "direct")["sampling"]
     think = next(r for r in rows if r["profile"] == "think")["sampling"]
+    policies = {"reasoning": "save", "truncation": "keep"}
     assert direct == {"max_tokens": 8, "temperature": 0.3, "top_p": 1.0, "seed": direct["seed"],
-                      "chat_template_kwargs": {"enable_thinking": False}}
+                      "chat_template_kwargs": {"enable_thinking": False}, **policies}
     assert think == {"max_tokens": 12, "temperature": 1.0, "top_p": 1.0, "seed": think["seed"], "top_k": 20,
                      "min_p": 0.05, "repetition_penalty": 1.1, "reasoning_effort": "high",
-                     "chat_template_kwargs": {"preserve": True, "enable_thinking": True}, "ignore_eos": False}
+                     "chat_template_kwargs": {"preserve": True, "enable_thinking": True}, "ignore_eos": False, **policies}
     job = json.loads((tmp_path / "out" / "job.json").read_text())
     assert [p["name"] for p in job["sampling"]["profiles"]] == ["direct", "think"]
 

@@ -82,6 +82,26 @@ def iter_errors(outdir: Path) -> Iterator[dict[str, Any]]:
                         continue
 
 
+def job_reasoning(outdir: Path) -> str | None:
+    """The reasoning policy job.json records for the run (save/strip/off); None when it cannot say.
+
+    Rows record it in their own `sampling` (generate/profiles.py row_sampling); rows of runs with
+    sampling profiles written before that did not, and are read with this one.
+    """
+    try:
+        job = orjson.loads((Path(outdir) / "job.json").read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    value = ((job.get("sampling") or {}) if isinstance(job, dict) else {}).get("reasoning")
+    return value if isinstance(value, str) else None
+
+
+def reasoning_policy(rec: dict[str, Any], job: str | None) -> str | None:
+    """The generate reasoning policy of one row: its own `sampling.reasoning`, else the job's."""
+    value = (rec.get("sampling") or {}).get("reasoning")
+    return value if isinstance(value, str) else job
+
+
 def row_id(rec: dict[str, Any]) -> str:
     """The stable id of one exported row: the prompt id and the sample index."""
     return f"{rec['id']}#{rec.get('sample', 0)}"

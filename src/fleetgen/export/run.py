@@ -12,7 +12,7 @@ from fleetgen.export.config import TOKEN_FORMATS, ExportConfig
 from fleetgen.export.filters import rejection
 from fleetgen.export.formats import TEXT_FORMATS, Format, RowRejected, SpeculatorsFormat, TokensFormat
 from fleetgen.export.formats.tokens import load_tokenizer, parquet_schema, require_tokenizer
-from fleetgen.export.results import ReadCounts, iter_results
+from fleetgen.export.results import ReadCounts, iter_results, job_reasoning
 from fleetgen.export.split import split_of
 from fleetgen.export.summary import ExportSummary
 
@@ -54,7 +54,9 @@ def _format(config: ExportConfig, first: dict[str, Any] | None) -> Format:
     if config.format in TOKEN_FORMATS:
         model = first.get("model") if first else None
         cls = SpeculatorsFormat if config.format == "speculators" else TokensFormat
-        return cls(config, load_tokenizer(require_tokenizer(config, model)))
+        fmt = cls(config, load_tokenizer(require_tokenizer(config, model)))
+        fmt.job_reasoning = job_reasoning(config.results_dir)  # for rows that do not record their policy
+        return fmt
     return TEXT_FORMATS[config.format](config)
 
 

@@ -240,5 +240,12 @@ class GenerateConfig(StrictModel):
             out["profiles"] = [p.identity() for p in self.profiles]
         return out
 
+    def policies(self) -> dict[str, object]:
+        """The job's policies every row's `sampling` records (profiles.row_sampling): what the sent body cannot say."""
+        out: dict[str, object] = {"reasoning": self.reasoning, "truncation": self.truncation}
+        if self.tool_match != "arguments":  # only when set, as in sampling()
+            out["tool_match"] = self.tool_match
+        return out
+
     def request_timeout_s(self, max_tokens: int) -> float:
         return self.timeout_base_s + self.timeout_per_token_s * max_tokens

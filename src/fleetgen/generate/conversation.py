@@ -14,7 +14,7 @@ from fleetgen.generate.config import GenerateConfig
 from fleetgen.generate.dispatcher import Dispatcher, Replica
 from fleetgen.generate.outcomes import Completed, Failed, Outcome
 from fleetgen.generate.paths import TurnPath, send
-from fleetgen.generate.profiles import SamplingProfile, assign, sent_sampling
+from fleetgen.generate.profiles import SamplingProfile, assign, row_sampling
 from fleetgen.generate.profiles import apply as apply_profile
 from fleetgen.generate.records import PromptRecord
 from fleetgen.generate.token_ids import REQUEST_FIELDS as TOKEN_ID_FIELDS
@@ -39,11 +39,11 @@ class Session:
     notes: list[str] = field(default_factory=list)
     # The path each endpoint's turns take (paths.py); an endpoint not listed takes the chat path.
     paths: dict[str, TurnPath] = field(default_factory=dict)
-    # The job's sampling parameters (config.sampling()), built once: every row records them.
-    sampling: dict[str, object] = field(init=False)
+    # The job's policies (config.policies()), built once: every row's `sampling` records them.
+    policies: dict[str, object] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.sampling = self.config.sampling()
+        self.policies = self.config.policies()
 
 
 def derived_seed(seed: int | None, rid: str, sample: int, turn: int) -> int | None:
@@ -151,7 +151,7 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
             "replica": replicas[0] if len(replicas) == 1 or len(set(replicas)) == 1 else replicas,
             "model": s.model,
-            **_sampling_of(s, prompt.id, sample, profile, first_body),
+            **_sampling_of(s, profile, first_body or {}),
             "timing": {"started_at": round(t0, 3), "latency_s": round(time.time() - t0, 3)},
             **({"token_ids": ids.record()} if cfg.token_ids else {}),
         },
@@ -163,14 +163,11 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
     )
 
 
-def _sampling_of(
-    s: Session, rid: str, sample: int, profile: SamplingProfile | None, body: dict[str, Any] | None
-) -> dict[str, Any]:
-    """What a row records of its sampling: with profiles, the profile and the parameters its first turn sent."""
-    if profile is None:
-        return {"sampling": {**s.sampling, "seed": derived_seed(s.config.seed, rid, sample, 0)}}
+def _sampling_of(s: Session, profile: SamplingProfile | None, body: dict[str, Any]) -> dict[str, Any]:
+    """What a row records of its sampling: the job's policies and what its first turn sent; with profiles, the profile."""
     # Later turns send the same parameters, with their own derived seed (and budget, after retry-longer).
-    return {"profile": profile.name, "sampling": sent_sampling(body or {})}
+    sampling = row_sampling(s.policies, body)
+    return {"sampling": sampling} if profile is None else {"profile": profile.name, "sampling": sampling}
 
 
 def _for_request(m: dict[str, Any]) -> dict[str, Any]:

@@ -23,6 +23,9 @@ RESERVED_KEYS = frozenset({
     "model", "messages", "tools", "tool_choice", "stream", "stream_options", "n", "seed",
     "return_token_ids", "return_prompt_token_ids", "logprobs", "top_logprobs", "chat_template_kwargs",
 })
+# The job's policies a row's `sampling` records beside what was sent (config.GenerateConfig.policies):
+# no request field may take their names, so the two never collide.
+POLICY_KEYS = frozenset({"reasoning", "truncation", "tool_match", "history_reasoning"})
 # Keys of a request body that are not sampling parameters: left out of what a row records as sent.
 NOT_SAMPLING = frozenset({
     "model", "messages", "tools", "tool_choice", "stream", "stream_options",
@@ -61,6 +64,12 @@ class SamplingProfile(StrictModel):
         if clash:
             raise ValueError(
                 f"extra_body may not set {', '.join(clash)}: fleetgen sets them, or the profile has a field for them"
+            )
+        policy = sorted(set(v) & POLICY_KEYS)
+        if policy:
+            raise ValueError(
+                f"extra_body may not set {', '.join(policy)}: rows record the job's policy under that name "
+                "(set the job's field of that name instead)"
             )
         return v
 
@@ -112,5 +121,14 @@ def apply(body: dict[str, Any], profile: SamplingProfile) -> dict[str, Any]:
 
 
 def sent_sampling(body: dict[str, Any]) -> dict[str, Any]:
-    """The sampling part of a request body as sent: what a row records."""
+    """The sampling part of a request body as sent."""
     return {k: v for k, v in body.items() if k not in NOT_SAMPLING}
+
+
+def row_sampling(policies: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+    """A row's `sampling`, one shape for every row: the job's policies plus what its first turn sent.
+
+    `seed` is always there (null when the job has none): the seed the first turn was sent. The
+    exports read `reasoning` here to know whether the sampled reasoning was stripped from the row.
+    """
+    return {**sent_sampling(body), **policies, "seed": body.get("seed")}

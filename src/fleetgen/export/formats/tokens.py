@@ -36,7 +36,7 @@ from fleetgen.errors import ConfigError, InputError
 from fleetgen.export.config import ExportConfig
 from fleetgen.export.formats.base import Format, Row, RowRejected, clean_message
 from fleetgen.export.formats.token_rows import IdRow, chained_rows, think_close_id
-from fleetgen.export.results import row_id
+from fleetgen.export.results import reasoning_policy, row_id
 from fleetgen.generate.token_ids import TurnIds, recorded_turns
 
 THINK_CLOSE = "</think>"
@@ -91,6 +91,8 @@ class TokensFormat(Format):
         self.chat_template = chat_template
         self.eot = tokenizer.eos_token or ""
         self.think_close = think_close_id(tokenizer)
+        # The run's reasoning policy from job.json, for rows that do not record theirs (export/run.py sets it).
+        self.job_reasoning: str | None = None
         self.from_ids = 0  # records whose rows are the server's ids
         self.retokenized: Counter = Counter()  # records that took the text path, by why
 
@@ -177,14 +179,25 @@ class TokensFormat(Format):
         return turns  # type: ignore[return-value]
 
     def _reasoning_removed(self, rec: dict[str, Any], assistants: list[dict[str, Any]], turns: list[Any]) -> bool:
-        """The rows must lack reasoning the ids hold: `--reasoning drop`, or a run that stripped it (`reasoning: strip`)."""
-        stripped = (rec.get("sampling") or {}).get("reasoning") == "strip"
-        if self.config.reasoning != "drop" and not stripped:
-            return False
-        if any(m.get("reasoning_content") for m in assistants):
+        """Whether the rows must lack reasoning the ids may hold, so the ids cannot be the rows.
+
+        That is `--reasoning drop` with reasoning on a turn, or a run whose policy kept sampled reasoning
+        out of the row: `strip`, or `off` (a target that thinks anyway has its reasoning dropped too). The
+        policy is the row's own (`sampling.reasoning`), else job.json's (rows of profile runs written
+        before rows recorded it); every run fleetgen wrote records one of the two. The ids hold reasoning
+        when a completion has `</think>`; where that is not one token, a stripped row cannot be told
+        apart and takes the text path.
+        """
+        policy = reasoning_policy(rec, self.job_reasoning)
+        if self.config.reasoning == "drop" and any(m.get("reasoning_content") for m in assistants):
             return True
+        stripped = policy == "strip"
+        if policy != "off" and not stripped and self.config.reasoning != "drop":
+            return False
         if self.think_close is None:
-            return stripped  # a stripped run may have sampled reasoning this tokenizer cannot find in the ids
+            if policy == "off":  # the template was asked not to think: look for the marker in the text
+                return any(THINK_CLOSE in self.tok.decode(t.completion, skip_special_tokens=False) for t in turns)
+            return stripped
         return any(self.think_close in t.completion for t in turns)
 
     def convert(self, rec: dict[str, Any]) -> list[Row]:
