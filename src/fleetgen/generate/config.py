@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from fleetgen.config import StrictModel
+from fleetgen.generate.history_reasoning import HistoryReasoning
 from fleetgen.generate.profiles import SamplingProfile, check_profiles
 from fleetgen.generate.tool_turns import ToolMatch
 
@@ -56,6 +57,21 @@ class GenerateConfig(StrictModel):
     reasoning: Reasoning = Field(
         "save",
         description="save: keep reasoning_content on each assistant turn; strip: drop it; off: ask the template not to think.",
+    )
+    history_reasoning: HistoryReasoning = Field(
+        "template",
+        description=(
+            "Earlier turns' reasoning in the history sent back to the server: keep: send each regenerated turn's "
+            "reasoning_content back (the template renders what it renders); drop: never; template: keep when the "
+            "target's chat template renders the reasoning of assistant turns after the last user message (Qwen3 "
+            "family: a tool loop's steps), else drop, and drop when the template cannot be read (said in the run's "
+            "notes). The template: the fleet's --chat-template, else its model's, else --tokenizer's."
+        ),
+    )
+    tokenizer: str | None = Field(
+        None,
+        description="The target's model directory (or 'smollm2', or a .jinja file) whose chat template the servers "
+        "render; read for history_reasoning: template. Default: the fleet state's model.",
     )
     truncation: Truncation = Field(
         "keep",

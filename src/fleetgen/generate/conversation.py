@@ -39,11 +39,15 @@ class Session:
     notes: list[str] = field(default_factory=list)
     # The path each endpoint's turns take (paths.py); an endpoint not listed takes the chat path.
     paths: dict[str, TurnPath] = field(default_factory=dict)
+    # Whether earlier reasoning goes back to the server (history_reasoning.decide: keep or drop).
+    history_reasoning: str = "drop"
     # The job's policies (config.policies()), built once: every row's `sampling` records them.
     policies: dict[str, object] = field(init=False)
 
     def __post_init__(self) -> None:
         self.policies = self.config.policies()
+        if self.history_reasoning == "keep":
+            self.policies["history_reasoning"] = "keep"
 
 
 def derived_seed(seed: int | None, rid: str, sample: int, turn: int) -> int | None:
@@ -123,7 +127,7 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
             follow = _NO_TOOLS  # no call made, no result recorded: what follow_up answers then
         message = _assistant_message(answer, follow.calls, cfg.reasoning)
         out.append(message)
-        history.append(_for_request(message))
+        history.append(_for_request(message, answer.reasoning if s.history_reasoning == "keep" else None))
         turn += 1
         if follow.cut is not None:
             # The sample ends at the target's own turn; what the record held after it is not kept.
@@ -170,11 +174,15 @@ def _sampling_of(s: Session, profile: SamplingProfile | None, body: dict[str, An
     return {"sampling": sampling} if profile is None else {"profile": profile.name, "sampling": sampling}
 
 
-def _for_request(m: dict[str, Any]) -> dict[str, Any]:
-    """What the server sees of a message: reasoning of earlier turns is not sent back."""
-    if "reasoning_content" not in m:
-        return dict(m)
-    return {k: v for k, v in m.items() if k != "reasoning_content"}
+def _for_request(m: dict[str, Any], reasoning: str | None = None) -> dict[str, Any]:
+    """What the server sees of a message: its reasoning as sampled (history_reasoning keep), else none.
+
+    Sent as `reasoning_content` (SGLang's name; vLLM reads it as `reasoning`), whatever the row keeps.
+    """
+    out = {k: v for k, v in m.items() if k != "reasoning_content"}
+    if reasoning:
+        out["reasoning_content"] = reasoning
+    return out
 
 
 def _assistant_message(answer: ChatAnswer, calls: list[dict[str, Any]] | None, reasoning: str) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from fleetgen.generate.dispatcher import Dispatcher, DispatchPolicy
 from fleetgen.generate.doneset import id_hash
 from fleetgen.generate.fleet_watch import follow_fleet
 from fleetgen.generate.gc_tuning import fewer_collections
+from fleetgen.generate.history_reasoning import decide as decide_history_reasoning
 from fleetgen.generate.complete import mark_complete, read_complete
 from fleetgen.generate.journal import DoneSet, Journal, check_identity, journal_names, write_atomic
 from fleetgen.generate.paths import choose_all, describe, job_bodies
@@ -157,10 +158,11 @@ async def _run(
     stats.replicas = dispatcher.all_stats
     async with client.new_session(target.api_key, dispatcher.capacity + 16) as http:
         model, context_length = await _check_endpoints(http, target)
+        history = decide_history_reasoning(config.history_reasoning, config.tokenizer, config.fleet_state)
         identity = {
             "prompts": {"sha256": fp, "rows": rows},
             "model": model,
-            "sampling": config.sampling(),
+            "sampling": {**config.sampling(), **history.identity()},
         }
         shard = Shard.parse(config.shard)
         if not shard.whole:
@@ -179,7 +181,10 @@ async def _run(
             outdir, shard.suffix, job_digest(identity, config.samples, (shard.index, shard.count)), done, config.samples,
             tuple(outdir / n for n in files), lambda: journal.ends,
         )
-        session = Session(config, dispatcher, http, model, config.context_length or context_length)
+        session = Session(config, dispatcher, http, model, config.context_length or context_length,
+                          history_reasoning=history.policy)
+        if config.history_reasoning == "template":
+            print(f"note: {history.note}", file=sys.stderr)
         if config.token_ids:
             session.paths = await choose_all(http, target.endpoints, model, job_bodies(config, model))
             print(f"generation path: {describe(session.paths)}", file=sys.stderr)

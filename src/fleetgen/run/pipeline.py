@@ -148,7 +148,8 @@ class Pipeline:
         identity = section.model_dump(mode="json", exclude={"api_key", "force", "retry_errors", "prompts", "output_dir", *_WATCH_FIELDS})
         # Fields added later count only when set, so a job written before them keeps its fingerprint.
         for key, default in (("profiles", []), ("tool_match", "arguments"), ("shards", None), ("shard_runner", "auto"),
-                             ("shard_retries", 3), ("replica_slice", None)):
+                             ("shard_retries", 3), ("replica_slice", None), ("history_reasoning", "template"),
+                             ("tokenizer", None)):
             if identity.get(key) == default:
                 identity.pop(key, None)
         model = self.job.fleet.model_dump(mode="json", include={"engine", "model", "served_model_name"}) if self.job.fleet else None
