@@ -6,7 +6,9 @@ and `/health` for GETs. With `--answer-tokens N` the answer is N words long, and
 asks for token ids (`return_token_ids`) gets them as vLLM returns them (`--prompt-tokens` ids at the
 response root, N in the choice). It listens on several ports in one process (one per simulated replica)
 and records each chat request's arrival time (CLOCK_MONOTONIC, shared by every process of the
-machine); `GET /_arrivals` returns and clears them. Used by bench/client_overhead.py.
+machine); `GET /_arrivals` returns and clears them. With `--tool-call`, a request that carries tools
+and ends on a user turn is answered with one call, get_weather({"city": "Paris"}) (so a recorded
+call of it is matched and its result kept). Used by bench/client_overhead.py and bench/rows_identical.py.
 
     .venv/bin/python bench/null_server.py --ports 18200 18201 [--answer-tokens 600 --prompt-tokens 300]
 """
@@ -34,6 +36,26 @@ def _response(body: bytes) -> bytes:
 
 CHAT, MODELS, HEALTH = _response(_COMPLETION), _response(_MODELS), _response(b"ok")
 CHAT_IDS = CHAT
+TOOL_CALL: bytes | None = None  # with --tool-call: the answer to a tools request that ends on a user turn
+
+
+def build_tool_call() -> None:
+    global TOOL_CALL
+    call = {"id": "null-call-0", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+    TOOL_CALL = _response(orjson.dumps({
+        "id": "null-0", "object": "chat.completion", "model": MODEL,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+                     "finish_reason": "tool_calls"}],
+        "usage": {"prompt_tokens": 12, "completion_tokens": 9},
+    }))
+
+
+def _chat_answer(request_body: bytes) -> bytes:
+    if TOOL_CALL is not None and b'"tools"' in request_body:
+        body = orjson.loads(request_body)
+        if body.get("tools") and body["messages"][-1]["role"] == "user":
+            return TOOL_CALL
+    return CHAT_IDS if b'"return_token_ids":true' in request_body else CHAT
 
 
 def build_answers(answer_tokens: int, prompt_tokens: int) -> None:
@@ -78,7 +100,7 @@ class _Http(asyncio.Protocol):
             self.buf = self.buf[end + 4 + length:]
             if head.startswith(b"POST"):
                 ARRIVALS.append(time.monotonic())
-                self.t.write(CHAT_IDS if b'"return_token_ids":true' in request_body else CHAT)
+                self.t.write(_chat_answer(request_body))
             elif head.startswith(b"GET /v1/models"):
                 self.t.write(MODELS)
             elif head.startswith(b"GET /_arrivals"):
@@ -101,8 +123,11 @@ def main() -> None:
     ap.add_argument("--ports", type=int, nargs="+", required=True)
     ap.add_argument("--answer-tokens", type=int, default=0, help="answer length in words (0: the two-token 'Blue.')")
     ap.add_argument("--prompt-tokens", type=int, default=12, help="prompt ids returned with --answer-tokens")
+    ap.add_argument("--tool-call", action="store_true", help="answer tools requests ending on a user turn with a call")
     a = ap.parse_args()
     build_answers(a.answer_tokens, a.prompt_tokens)
+    if a.tool_call:
+        build_tool_call()
     asyncio.run(serve(a.ports))
 
 

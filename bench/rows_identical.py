@@ -1,8 +1,11 @@
 """Two source trees, the same prompts, the NULL SERVER: are the rows identical (but timing and replica)?
 
-A check that a client change leaves the data alone: 600 prompts x 2 samples (single-turn, system +
-multi-turn, a recorded tool call the null server does not repeat: a cut, and a trailing assistant
-turn), seed 7, through `generate()` of each tree in its own process.
+A check that a change leaves the data alone where its semantics were already right: 600 prompts x
+2 samples, seed 7, through `generate()` of each tree in its own process. Six kinds of prompt:
+single-turn; system + multi-turn; a recorded get_weather(Paris) call that the null server (run with
+`--tool-call`) makes too, so its result is kept; the same call recorded without tool definitions,
+so the null server answers instead (an answered_without_call cut); a recorded call of other
+arguments (an other_arguments cut); a trailing assistant turn.
 
     .venv/bin/python bench/rows_identical.py BASE_SRC BRANCH_SRC
 """
@@ -40,7 +43,7 @@ def _free_port() -> int:
 
 
 def _row(i: int) -> dict:
-    kind = i % 4
+    kind = i % 6
     if kind == 0:
         return {"id": f"p{i}", "messages": [{"role": "user", "content": f"color {i}"}]}
     if kind == 1:
@@ -52,6 +55,13 @@ def _row(i: int) -> dict:
         return {"id": f"p{i}", "tools": [TOOL], "messages": [
             {"role": "user", "content": f"weather {i}"}, {"role": "assistant", "content": "", "tool_calls": [call]},
             {"role": "tool", "tool_call_id": "c1", "content": "sunny"}, {"role": "assistant", "content": "It is sunny."}]}
+    if kind in (4, 5):
+        city = "Paris" if kind == 4 else "Rome"
+        call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": f'{{"city":"{city}"}}'}}
+        row = {"id": f"p{i}", "messages": [
+            {"role": "user", "content": f"weather {i}"}, {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "sunny"}, {"role": "assistant", "content": "It is sunny."}]}
+        return row if kind == 4 else {**row, "tools": [TOOL]}
     return {"id": f"p{i}", "messages": [{"role": "user", "content": f"x {i}"}, {"role": "assistant", "content": "y"}],
             "meta": {"domain": "chat"}}
 
@@ -74,7 +84,7 @@ def _rows(src: str, prompts: Path, out: Path, endpoints: list[str]) -> list[byte
 def main() -> None:
     base, branch = sys.argv[1:3]
     ports = [_free_port() for _ in range(4)]
-    server = subprocess.Popen([sys.executable, str(HERE / "null_server.py"), "--ports", *map(str, ports)])
+    server = subprocess.Popen([sys.executable, str(HERE / "null_server.py"), "--tool-call", "--ports", *map(str, ports)])
     endpoints = [f"http://127.0.0.1:{p}" for p in ports]
     try:
         for _ in range(100):
@@ -91,8 +101,12 @@ def main() -> None:
     finally:
         server.kill()
         server.wait()
-    cuts = sum(b'"reason":"answered_without_call"' in row for row in a)
-    print(f"identical but timing and replica: {a == b} ({len(a)} rows, {cuts} cuts)")
+    cuts = {r: sum(f'"reason":"{r}"'.encode() in row for row in a) for r in ("answered_without_call", "other_arguments")}
+    kept = sum(b'"role":"tool"' in row for row in a)
+    print(f"identical but timing and replica: {a == b} ({len(a)} rows, {kept} with a kept tool result, cuts {cuts})")
+    if a != b:
+        diff = [(x, y) for x, y in zip(a, b) if x != y]
+        print(f"{len(diff)} rows differ; first:\n  base:   {diff[0][0][:600]!r}\n  branch: {diff[0][1][:600]!r}")
     sys.exit(0 if a == b else 1)
 
 
