@@ -74,5 +74,5 @@ def test_profiles_survive_kill9_and_resume(tmp_path):
     for r in read_jsonl(out / "results.jsonl"):
         seed = derived_seed(SEED, r["id"], r["sample"], 0)
         assert r["profile"] == assign(profiles, SEED, r["id"], r["sample"]).name
-        assert r["sampling"] == sent[seed][0]
+        assert r["sampling"] == {**sent[seed][0], "reasoning": "save", "truncation": "keep"}  # + the job's policies
     print(f"{len(resent)} samples sent again after a kill, each with the profile it had")

@@ -100,7 +100,9 @@ def qwen3_target(tok):
         msgs = body["messages"]
         last_user = max(i for i, m in enumerate(msgs) if m["role"] == "user")
         ask, step = msgs[last_user]["content"], sum(m["role"] == "tool" for m in msgs[last_user:])
-        plan = PLAN[ask]
+        plan = PLAN.get(ask)
+        if plan is None:
+            return None  # generate's warm-up and path probes: plain text
         message = {"role": "assistant", "reasoning_content": f"Step {step} of {ask}: think it through."}
         if step < len(plan):
             name, q = plan[step]
