@@ -4,8 +4,10 @@ It answers /health, /v1/models, /metrics and /v1/chat/completions with a fixed t
 be told to fail the first N chat requests with HTTP 500, to hang the next M for a while, or to
 take `delay_per_token_s` per generated token (to play a slow replica). It keeps every request
 body it got (`bodies`) and echoes it back under `standin_request`, and a `respond` script may
-answer with its own message (tool calls included) to play a target that diverges from a record. Used by tests of the
-client's retries and by bench/generate_bench.py for unequal replicas. Run it alone with
+answer with its own message (tool calls included) to play a target that diverges from a record. With `token_ids` it
+returns made-up token ids in vLLM's spelling (`mismatch_when` a body matches: one id more than its usage counts), and
+`refuse_ids` answers 400 with that message to a request asking for ids (as SGLang 0.5.17 does with streaming). Used by
+tests of the client's retries and by bench/generate_bench.py for unequal replicas. Run it alone with
 `python tests/generate/standin_server.py --port 18100 --delay-per-token 0.01`.
 """
 
@@ -36,7 +38,13 @@ class StandinServer:
         max_concurrent: int = 64,
         max_model_len: int = 2048,
         respond: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
+        token_ids: bool = False,
+        mismatch_when: Callable[[dict[str, Any]], bool] | None = None,
+        refuse_ids: str | None = None,
     ) -> None:
+        self.token_ids = token_ids
+        self.mismatch_when = mismatch_when
+        self.refuse_ids = refuse_ids
         self.model = model
         self.fail_first = fail_first
         self.hang_next = hang_next
@@ -84,6 +92,8 @@ class StandinServer:
         if n <= self.fail_first:
             self.failed += 1
             return web.json_response({"error": {"message": "stand-in: scripted internal error"}}, status=500)
+        if self.refuse_ids and body.get("return_token_ids"):
+            return web.json_response({"object": "error", "message": self.refuse_ids, "code": 400}, status=400)
         if n <= self.fail_first + self.hang_next:
             self.hung += 1
             await asyncio.sleep(self.hang_s)
@@ -105,9 +115,17 @@ class StandinServer:
         if scripted is not None:
             message = {"role": "assistant", "content": None, **scripted}
             finish = "tool_calls" if message.get("tool_calls") else "stop"
+        ids: dict[str, Any] = {}
+        if self.token_ids and body.get("return_token_ids"):
+            extra = 1 if self.mismatch_when is not None and self.mismatch_when(body) else 0
+            ids = {"prompt_token_ids": [7] * max(1, prompt_tokens)}
+            choice_ids = {"token_ids": [100 + k for k in range(tokens + extra)]}
+        else:
+            choice_ids = {}
         return web.json_response(
             {
                 "id": f"standin-{n}",
+                **ids,
                 "object": "chat.completion",
                 "model": self.model,
                 "choices": [
@@ -115,6 +133,7 @@ class StandinServer:
                         "index": 0,
                         "message": message,
                         "finish_reason": finish,
+                        **choice_ids,
                     }
                 ],
                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": tokens},

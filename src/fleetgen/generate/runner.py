@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from fleetgen.errors import ConfigError, NoReplicaError, OutputError
+from fleetgen.errors import ConfigError, MissingTokenIdsError, NoReplicaError, OutputError
 from fleetgen.fleet.state import read_state
 from fleetgen.generate import client
 from fleetgen.generate.config import GenerateConfig
@@ -179,6 +179,7 @@ async def _run(
             tuple(outdir / n for n in files), lambda: journal.ends,
         )
         session = Session(config, dispatcher, http, model, config.context_length or context_length)
+        stats.notes = session.notes  # one list: what the run notes lands in stats.json too
         if config.token_ids:
             session.paths = await choose_all(http, target.endpoints, model, job_bodies(config, model))
             print(f"generation path: {describe(session.paths)}", file=sys.stderr)
@@ -205,7 +206,7 @@ async def _run(
                 write_atomic(outdir / f"stats{shard.suffix}.json", orjson.dumps(stats.to_dict(), option=orjson.OPT_INDENT_2))
             except OutputError as e:  # must not hide the run's own outcome; results are already safe
                 print(f"note: stats.json not saved: {e.message}", file=sys.stderr)
-            for note in session.notes[:1]:
+            for note in session.notes:
                 print(f"note: {note}", file=sys.stderr)
             await job_watch.close()
         if not stats.interrupted:  # the loop returned: every row is resolved
@@ -421,6 +422,13 @@ class _Loop:
                     self.request_stop("lost fleet")
                     self.request_stop("lost fleet")  # nothing in flight can finish: abandon at once
                     continue
+                if isinstance(exc, MissingTokenIdsError):  # --require-token-ids: let in-flight samples finish, then fail
+                    if self._fatal is None or isinstance(self._fatal, MissingTokenIdsError):
+                        self._fatal = exc.merged(self._fatal)
+                    self.stats.stopped_reason = self.stats.stopped_reason or "a turn without token ids (--require-token-ids)"
+                    if not self._stop.done():
+                        self.request_stop("a turn without token ids")
+                    continue
                 if exc is not None:
                     raise exc
                 await self.writer.put(task.result())
@@ -438,7 +446,7 @@ class _Loop:
     async def _sample(self, prompt: PromptRecord, sample: int) -> Outcome:
         try:
             return await regenerate(self.s, prompt, sample)
-        except (NoReplicaError, asyncio.CancelledError):
+        except (NoReplicaError, MissingTokenIdsError, asyncio.CancelledError):
             raise
         except Exception as e:  # a bug must cost one row, not the run; the traceback says where
             traceback.print_exc(file=sys.stderr)
