@@ -82,3 +82,11 @@ class MissingTokenIdsError(FleetgenError):
         if other is None:
             return self
         return MissingTokenIdsError(other.turns + self.turns, count=other.count + self.count, what=other.what, hint=other._hint)
+
+
+class LeaseHeldError(OutputError):
+    """Another live process writes this output's journal: a second writer would append the same rows again."""
+
+
+class LeaseLostError(OutputError):
+    """This writer's lease on its journal was taken over (it was superseded): it stops instead of appending."""

@@ -6,7 +6,8 @@ take `delay_per_token_s` per generated token (to play a slow replica). It keeps 
 body it got (`bodies`) and echoes it back under `standin_request`, and a `respond` script may
 answer with its own message (tool calls included) to play a target that diverges from a record. With `token_ids` it
 returns made-up token ids in vLLM's spelling (`mismatch_when` a body matches: one id more than its usage counts), and
-`refuse_ids` answers 400 with that message to a request asking for ids (as SGLang 0.5.17 does with streaming). Used by
+`refuse_ids` answers 400 with that message to a request asking for ids (as SGLang 0.5.17 does with streaming).
+`hold_first` keeps the first N requests unanswered until `release()` (a job held open, without timing). Used by
 tests of the client's retries and by bench/generate_bench.py for unequal replicas. Run it alone with
 `python tests/generate/standin_server.py --port 18100 --delay-per-token 0.01`.
 """
@@ -41,7 +42,10 @@ class StandinServer:
         token_ids: bool = False,
         mismatch_when: Callable[[dict[str, Any]], bool] | None = None,
         refuse_ids: str | None = None,
+        hold_first: int = 0,
     ) -> None:
+        self.hold_first = hold_first
+        self._released: asyncio.Event | None = None
         self.token_ids = token_ids
         self.mismatch_when = mismatch_when
         self.refuse_ids = refuse_ids
@@ -92,6 +96,9 @@ class StandinServer:
         if n <= self.fail_first:
             self.failed += 1
             return web.json_response({"error": {"message": "stand-in: scripted internal error"}}, status=500)
+        if n <= self.hold_first:
+            assert self._released is not None
+            await self._released.wait()
         if self.refuse_ids and body.get("return_token_ids"):
             return web.json_response({"object": "error", "message": self.refuse_ids, "code": 400}, status=400)
         if n <= self.fail_first + self.hang_next:
@@ -150,6 +157,7 @@ class StandinServer:
         def serve() -> None:
             self._loop = asyncio.new_event_loop()
             asyncio.set_event_loop(self._loop)
+            self._released = asyncio.Event()
             # Hung handlers (the hang faults) are cancelled after 1 s, not 60: stop() then really stops.
             self._runner = web.AppRunner(self.app(), shutdown_timeout=1.0)
             self._loop.run_until_complete(self._runner.setup())
@@ -166,6 +174,11 @@ class StandinServer:
         if not ready.wait(10):
             raise RuntimeError("stand-in server did not start")
         return f"http://127.0.0.1:{self.port}"
+
+    def release(self) -> None:
+        """Answer the requests `hold_first` holds (and every later one at once)."""
+        assert self._loop is not None and self._released is not None
+        self._loop.call_soon_threadsafe(self._released.set)
 
     def stop(self) -> None:
         if self._loop is not None:

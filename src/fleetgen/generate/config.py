@@ -160,6 +160,17 @@ class GenerateConfig(StrictModel):
             "fleet state's backend is Ray, else process."
         ),
     )
+    lease_wait_s: float = Field(
+        600.0, ge=0,
+        description=(
+            "A shard attempt that finds its journal's lease held by an earlier attempt of the same sharded run (a Ray "
+            "retry while the old worker still runs) waits this long for it to end, then resumes; any other second "
+            "writer on an output is refused at once."
+        ),
+    )
+    lease_group: str | None = Field(
+        None, description="Set by `shards` (not by hand): the sharded run a shard attempt belongs to, kept in its lease."
+    )
     shard_retries: int = Field(
         3, ge=0, description="Times a shard whose process or Ray worker died (killed, node lost) is started again."
     )

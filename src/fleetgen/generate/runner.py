@@ -28,6 +28,7 @@ from fleetgen.generate.fleet_watch import follow_fleet
 from fleetgen.generate.gc_tuning import fewer_collections
 from fleetgen.generate.complete import mark_complete, read_complete
 from fleetgen.generate.journal import DoneSet, Journal, check_identity, journal_names, write_atomic
+from fleetgen.generate.lease import Lease
 from fleetgen.generate.paths import choose_all, describe, job_bodies
 from fleetgen.generate.outcomes import Batch, Failed, Outcome, Skipped, record
 from fleetgen.generate.records import (
@@ -117,14 +118,20 @@ async def run(
     """The async form of `generate`, for callers that own an event loop (and, if they like, the metrics port)."""
     stop = _Stop()
     loop = asyncio.get_running_loop()
+    # One writer per journal (lease.py): taken first, so a second writer is refused before it touches anything.
+    lease = None if config.shards is not None else Lease.acquire(
+        Path(config.output_dir), Shard.parse(config.shard).suffix, group=config.lease_group, wait_s=config.lease_wait_s
+    )
     signals = (signal.SIGINT, signal.SIGTERM) if handle_signals else ()
     for sig in signals:
         loop.add_signal_handler(sig, stop.request, signal.Signals(sig).name)
     try:
-        return await _run(config, stop, on_progress, clock, metrics)
+        return await _run(config, stop, on_progress, clock, metrics, lease)
     finally:
         for sig in signals:
             loop.remove_signal_handler(sig)
+        if lease is not None:
+            lease.release()
 
 
 class _Stop:
@@ -144,7 +151,7 @@ class _Stop:
 
 async def _run(
     config: GenerateConfig, stop: _Stop, on_progress: Callable[[Stats], None] | None, clock: Clock,
-    metrics: MetricsServer | None = None,
+    metrics: MetricsServer | None = None, lease: Lease | None = None,
 ) -> Stats:
     if config.shards is not None:  # one process is one shard; the N of them are run_shards' (shards.py)
         raise ConfigError("generate() runs one process; shards (--shards N) are run by fleetgen.generate.shards.run_shards",
@@ -173,7 +180,7 @@ async def _run(
             stats.resumed = resumed
             stats.finished = clock()
             return stats
-        journal, done = Journal.open(outdir, retry_errors=config.retry_errors, suffix=shard.suffix)
+        journal, done = Journal.open(outdir, retry_errors=config.retry_errors, suffix=shard.suffix, lease=lease)
         progress = None if is_parquet(config.prompts) else Progress.open(
             outdir, shard.suffix, job_digest(identity, config.samples, (shard.index, shard.count)), done, config.samples,
             tuple(outdir / n for n in files), lambda: journal.ends,
