@@ -85,11 +85,14 @@ class Lease:
             try:
                 locked = _try_lock(fd)
                 holder = _read(fd)
+                # Held by an earlier attempt of this same sharded run: wait for it to end (the file stays open meanwhile).
+                while locked is False and group is not None and (holder or {}).get("group") == group:
+                    if time.monotonic() >= deadline:
+                        break
+                    time.sleep(POLL_S)
+                    locked = _try_lock(fd)
+                    holder = _read(fd)
                 if locked is False:  # held by a live writer
-                    if group is not None and holder and holder.get("group") == group and time.monotonic() < deadline:
-                        os.close(fd)
-                        time.sleep(POLL_S)  # an earlier attempt of this same sharded run: wait for it to end
-                        continue
                     raise _held(path, holder)
                 if not _same_file(fd, path):
                     os.close(fd)  # unlinked by a releasing holder between our open and our lock: lock the new file
