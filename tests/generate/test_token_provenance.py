@@ -8,6 +8,10 @@ engine: test_token_ids_engine.py.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import orjson
 import pyarrow.parquet as pq
@@ -21,6 +25,7 @@ from fleetgen.generate import GenerateConfig, generate
 from fleetgen.generate.shard import merge_stats
 from fleetgen.report import build_report
 
+SRC = Path(__file__).resolve().parents[2] / "src"
 SGLANG_REFUSAL = "return_prompt_token_ids is not supported with streaming"
 FINISHED = ["stop", "length"]
 
@@ -123,6 +128,10 @@ def test_require_token_ids_fails_the_job_naming_the_turn_and_records_no_row_with
         generate(_cfg(tmp_path, [refusing], out="c", require_token_ids=True), handle_signals=False)
     with pytest.raises(ValueError, match="needs token_ids"):
         _cfg(tmp_path, [refusing], require_token_ids=True, token_ids=False)
+    # The flag, as a user runs it: one line naming the turn, and a hint.
+    cli = _cli("generate", str(tmp_path / "p.jsonl"), "-o", str(tmp_path / "d"), "--endpoint", plain, "--max-tokens", "8",
+               "--require-token-ids")
+    assert cli.returncode != 0 and "turn 0 (none returned)" in cli.stderr and "hint:" in cli.stderr
 
 
 def test_export_require_token_ids_fails_naming_the_turns_and_writes_nothing(tmp_path, server):
@@ -138,8 +147,16 @@ def test_export_require_token_ids_fails_naming_the_turns_and_writes_nothing(tmp_
     with pytest.raises(MissingTokenIdsError, match=r"6 turn\(s\).*\(not requested\)"):
         export(ExportConfig(results_dir=tmp_path / "plain", output=tmp_path / "t.parquet", format="tokens",
                             tokenizer="smollm2", finish_reasons=FINISHED, require_token_ids=True))
+    cli = _cli("export", str(tmp_path / "out"), "-o", str(tmp_path / "t.parquet"), "--format", "tokens", "--tokenizer",
+               "smollm2", "--finish-reason", "stop", "--finish-reason", "length", "--require-token-ids")
+    assert cli.returncode != 0 and "p0#0 turn 0 (count mismatch)" in cli.stderr and not (tmp_path / "t.parquet").exists()
     with pytest.raises(ValueError, match="tokens and speculators"):
         ExportConfig(results_dir=tmp_path / "out", output=tmp_path / "x.jsonl", format="specforge", require_token_ids=True)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fleetgen.cli.app", *args], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": "400"})
 
 
 def test_shard_stats_merge_the_reasons_and_notes():
