@@ -4,7 +4,9 @@ A check that a client change leaves the data alone: 600 prompts x 2 samples (sin
 multi-turn, a recorded tool call the null server does not repeat: a cut, and a trailing assistant
 turn), seed 7, through `generate()` of each tree in its own process.
 
-    .venv/bin/python bench/rows_identical.py BASE_SRC BRANCH_SRC
+    .venv/bin/python bench/rows_identical.py BASE_SRC BRANCH_SRC [--ignore token_ids.why ...]
+
+`--ignore A.B` leaves field B of field A out of both sides' rows (a field the branch adds on purpose).
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def _row(i: int) -> dict:
             "meta": {"domain": "chat"}}
 
 
-def _rows(src: str, prompts: Path, out: Path, endpoints: list[str]) -> list[bytes]:
+def _rows(src: str, prompts: Path, out: Path, endpoints: list[str], ignore: list[str] = ()) -> list[bytes]:
     """The results of one tree's run, without the fields that differ between any two runs."""
     run = subprocess.run([sys.executable, "-c", CHILD, str(prompts), str(out), *endpoints],
                          env={**os.environ, "PYTHONPATH": src}, capture_output=True, text=True)
@@ -66,6 +68,13 @@ def _rows(src: str, prompts: Path, out: Path, endpoints: list[str]) -> list[byte
     for row in rows:
         row.pop("timing")
         row.pop("replica")
+        for path in ignore:
+            *parents, last = path.split(".")
+            node = row
+            for key in parents:
+                node = node.get(key) if isinstance(node, dict) else None
+            if isinstance(node, dict):
+                node.pop(last, None)
     errors = out / "errors.jsonl"
     print(f"{src}: {len(rows)} rows, {errors.stat().st_size if errors.exists() else 0} error bytes")
     return sorted(orjson.dumps(row, option=orjson.OPT_SORT_KEYS) for row in rows)
@@ -73,6 +82,8 @@ def _rows(src: str, prompts: Path, out: Path, endpoints: list[str]) -> list[byte
 
 def main() -> None:
     base, branch = sys.argv[1:3]
+    rest = sys.argv[3:]
+    ignore = [rest[k + 1] for k, arg in enumerate(rest) if arg == "--ignore"]
     ports = [_free_port() for _ in range(4)]
     server = subprocess.Popen([sys.executable, str(HERE / "null_server.py"), "--ports", *map(str, ports)])
     endpoints = [f"http://127.0.0.1:{p}" for p in ports]
@@ -86,13 +97,14 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as d:
             prompts = Path(d) / "prompts.jsonl"
             prompts.write_bytes(b"".join(orjson.dumps(_row(i)) + b"\n" for i in range(600)))
-            a = _rows(base, prompts, Path(d) / "base", endpoints)
-            b = _rows(branch, prompts, Path(d) / "branch", endpoints)
+            a = _rows(base, prompts, Path(d) / "base", endpoints, ignore)
+            b = _rows(branch, prompts, Path(d) / "branch", endpoints, ignore)
     finally:
         server.kill()
         server.wait()
     cuts = sum(b'"reason":"answered_without_call"' in row for row in a)
-    print(f"identical but timing and replica: {a == b} ({len(a)} rows, {cuts} cuts)")
+    left_out = "".join(f", {p}" for p in ignore)
+    print(f"identical but timing and replica{left_out}: {a == b} ({len(a)} rows, {cuts} cuts)")
     sys.exit(0 if a == b else 1)
 
 
