@@ -39,7 +39,7 @@ from typing import Any
 import orjson
 import psutil
 
-from fleetgen.errors import InputError, LeaseHeldError, LeaseLostError
+from fleetgen.errors import InputError, LeaseHeldError, LeaseLostError, OutputError
 from fleetgen.generate.journal import output_error
 
 POLL_S = 0.2  # how often a waiting shard attempt tries the lock again
@@ -129,6 +129,11 @@ class Lease:
             data = b"" if gone else os.pread(self.fd, 4096, 0)
         except OSError:
             gone, data = True, b""
+        if gone and not self.path.parent.exists():
+            raise OutputError(
+                f"{self.path.parent} was deleted during the run (the output directory, its lease with it)",
+                hint="run the same command again: samples written since are not counted as done and are redone",
+            )
         if gone or self._mark not in data:
             holder = None if gone else _parse(data)
             now = "its lease file was removed" if gone else f"it is now written by {describe(holder)}"
