@@ -16,6 +16,10 @@
 3. stream: M prompt rows generated on the fly into /tmp (deleted afterwards); a child iterates the
    runner's own work iterator (read, normalize, duplicate-id check, done-set check) over all of
    them; rows/s and peak RSS.
+4. fence (`--fence-commits K`): the writer's lease check (generate/lease.py) before each commit. Arms
+   alternate `--repeats` times, each K commits of `--fence-batch` rows into a fresh journal: "before"
+   without a lease (as before leases existed), "after" with one; per-commit wall (median of the
+   repeats) and their ratio, and the check alone timed over 100,000 calls.
 
 Usage: .venv/bin/python bench/journal_bench.py [--rows 1000000] [--repeats 2] [--before-src DIR/src] [--stream-rows 10000000]
        [--doneset-rows 10000000 --samples 1] [--out bench/results/journal_bench.json]
@@ -80,6 +84,39 @@ def bench_write(outdir: Path, n: int, batch: int) -> dict:
     journal.close()
     size = (outdir / "results.jsonl").stat().st_size
     return {"rows": n, "wall_s": wall, "rows_per_s": n / wall, "commits": commits, "bytes": size, "bytes_per_row": size / n}
+
+
+def bench_fence(work: Path, commits: int, batch: int, repeats: int) -> dict:
+    """Per-commit wall with and without the lease's fence check, alternating; and the check alone."""
+    from fleetgen.generate.journal import Journal, dumps_line
+    from fleetgen.generate.lease import Lease
+
+    line = dumps_line({"id": "row", "sample": 0, "messages": [{"role": "assistant", "content": ANSWER}]})
+    lines = [line] * batch
+    per_commit: dict[str, list[float]] = {"before": [], "after": []}
+    for k in range(repeats):
+        for arm in per_commit:
+            d = work / f"fence-{arm}-{k}"
+            lease = Lease.acquire(d) if arm == "after" else None
+            journal, _ = Journal.open(d, retry_errors=False, lease=lease)
+            t0 = time.perf_counter()
+            for _ in range(commits):
+                journal.commit(lines, [])
+            per_commit[arm].append((time.perf_counter() - t0) / commits * 1e6)
+            journal.close()
+            if lease is not None:
+                lease.release()
+            shutil.rmtree(d)
+    lease = Lease.acquire(work / "fence-check")
+    t0 = time.perf_counter()
+    for _ in range(100_000):
+        lease.check()
+    check_us = (time.perf_counter() - t0) / 100_000 * 1e6
+    lease.release()
+    shutil.rmtree(work / "fence-check")
+    med = {arm: _median(v) for arm, v in per_commit.items()}
+    return {"commits": commits, "batch_rows": batch, "repeats": repeats, "per_commit_us": per_commit,
+            "median_per_commit_us": med, "after_over_before": med["after"] / med["before"], "check_us": check_us}
 
 
 def child_resume(prompts: Path, outdir: Path, endpoint: str, arm: str) -> None:
@@ -221,6 +258,8 @@ def main() -> None:
     ap.add_argument("--arm", choices=["before", "after", "cut", "mark"], default="after")
     ap.add_argument("--batch", type=int, default=512)
     ap.add_argument("--stream-rows", type=int, default=10_000_000)
+    ap.add_argument("--fence-commits", type=int, default=0, help="also measure the lease's fence check over this many commits per arm")
+    ap.add_argument("--fence-batch", type=int, default=1, help="rows per commit in the fence measurement (1: the check's worst share)")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp"))
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/journal_bench.json")
     args = ap.parse_args()
@@ -281,6 +320,12 @@ def main() -> None:
                       + (f"; before / {arm} = {ratios[arm]:.2f}" if ratios and arm in ratios else ""), flush=True)
             shutil.rmtree(work / "out")
             prompts.unlink()
+        if args.fence_commits:
+            report["fence"] = f = bench_fence(work, args.fence_commits, args.fence_batch, args.repeats)
+            m = f["median_per_commit_us"]
+            print(f"fence: {f['commits']} commits of {f['batch_rows']} row(s), median per commit: before {m['before']:.1f} us, "
+                  f"after {m['after']:.1f} us, after / before = {f['after_over_before']:.3f}; the check alone "
+                  f"{f['check_us']:.2f} us", flush=True)
         if args.doneset_rows:
             tiny = work / "tiny"
             t0 = time.monotonic()

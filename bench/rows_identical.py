@@ -7,7 +7,9 @@ single-turn; system + multi-turn; a recorded get_weather(Paris) call that the nu
 so the null server answers instead (an answered_without_call cut); a recorded call of other
 arguments (an other_arguments cut); a trailing assistant turn.
 
-    .venv/bin/python bench/rows_identical.py BASE_SRC BRANCH_SRC
+    .venv/bin/python bench/rows_identical.py BASE_SRC BRANCH_SRC [--ignore token_ids.why ...]
+
+`--ignore A.B` leaves field B of field A out of both sides' rows (a field the branch adds on purpose).
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ def _row(i: int) -> dict:
             "meta": {"domain": "chat"}}
 
 
-def _rows(src: str, prompts: Path, out: Path, endpoints: list[str]) -> list[bytes]:
+def _rows(src: str, prompts: Path, out: Path, endpoints: list[str], ignore: list[str] = ()) -> list[bytes]:
     """The results of one tree's run, without the fields that differ between any two runs."""
     run = subprocess.run([sys.executable, "-c", CHILD, str(prompts), str(out), *endpoints],
                          env={**os.environ, "PYTHONPATH": src}, capture_output=True, text=True)
@@ -76,6 +78,13 @@ def _rows(src: str, prompts: Path, out: Path, endpoints: list[str]) -> list[byte
     for row in rows:
         row.pop("timing")
         row.pop("replica")
+        for path in ignore:
+            *parents, last = path.split(".")
+            node = row
+            for key in parents:
+                node = node.get(key) if isinstance(node, dict) else None
+            if isinstance(node, dict):
+                node.pop(last, None)
     errors = out / "errors.jsonl"
     print(f"{src}: {len(rows)} rows, {errors.stat().st_size if errors.exists() else 0} error bytes")
     return sorted(orjson.dumps(row, option=orjson.OPT_SORT_KEYS) for row in rows)
@@ -83,6 +92,8 @@ def _rows(src: str, prompts: Path, out: Path, endpoints: list[str]) -> list[byte
 
 def main() -> None:
     base, branch = sys.argv[1:3]
+    rest = sys.argv[3:]
+    ignore = [rest[k + 1] for k, arg in enumerate(rest) if arg == "--ignore"]
     ports = [_free_port() for _ in range(4)]
     server = subprocess.Popen([sys.executable, str(HERE / "null_server.py"), "--tool-call", "--ports", *map(str, ports)])
     endpoints = [f"http://127.0.0.1:{p}" for p in ports]
@@ -96,14 +107,15 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as d:
             prompts = Path(d) / "prompts.jsonl"
             prompts.write_bytes(b"".join(orjson.dumps(_row(i)) + b"\n" for i in range(600)))
-            a = _rows(base, prompts, Path(d) / "base", endpoints)
-            b = _rows(branch, prompts, Path(d) / "branch", endpoints)
+            a = _rows(base, prompts, Path(d) / "base", endpoints, ignore)
+            b = _rows(branch, prompts, Path(d) / "branch", endpoints, ignore)
     finally:
         server.kill()
         server.wait()
     cuts = {r: sum(f'"reason":"{r}"'.encode() in row for row in a) for r in ("answered_without_call", "other_arguments")}
     kept = sum(b'"role":"tool"' in row for row in a)
-    print(f"identical but timing and replica: {a == b} ({len(a)} rows, {kept} with a kept tool result, cuts {cuts})")
+    left_out = "".join(f", {p}" for p in ignore)
+    print(f"identical but timing and replica{left_out}: {a == b} ({len(a)} rows, {kept} with a kept tool result, cuts {cuts})")
     if a != b:
         diff = [(x, y) for x, y in zip(a, b) if x != y]
         print(f"{len(diff)} rows differ; first:\n  base:   {diff[0][0][:600]!r}\n  branch: {diff[0][1][:600]!r}")

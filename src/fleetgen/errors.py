@@ -61,3 +61,32 @@ class ResumeMismatchError(FleetgenError):
 
 class NoReplicaError(FleetgenError):
     """Every replica is gone; the job stops and can be resumed later."""
+
+
+class MissingTokenIdsError(FleetgenError):
+    """`--require-token-ids`: turns without the server's token ids; `turns` names each (id, sample, turn, reason)."""
+
+    SHOWN = 10  # turns named in the message; `turns` keeps up to KEPT, `count` counts them all
+    KEPT = 100
+
+    def __init__(self, turns: list[tuple[str, int, int, str]], *, count: int | None = None, what: str, hint: str) -> None:
+        self.turns = turns[: self.KEPT]
+        self.count = len(turns) if count is None else count
+        self.what, self._hint = what, hint
+        named = ", ".join(f"{rid}#{sample} turn {turn} ({reason})" for rid, sample, turn, reason in self.turns[: self.SHOWN])
+        more = f" and {self.count - self.SHOWN} more" if self.count > self.SHOWN else ""
+        super().__init__(f"{what}: {self.count} turn(s) without token ids (--require-token-ids): {named}{more}", hint=hint)
+
+    def merged(self, other: MissingTokenIdsError | None) -> MissingTokenIdsError:
+        """This error and an earlier one (None: none) as one."""
+        if other is None:
+            return self
+        return MissingTokenIdsError(other.turns + self.turns, count=other.count + self.count, what=other.what, hint=other._hint)
+
+
+class LeaseHeldError(OutputError):
+    """Another live process writes this output's journal: a second writer would append the same rows again."""
+
+
+class LeaseLostError(OutputError):
+    """This writer's lease on its journal was taken over (it was superseded): it stops instead of appending."""

@@ -106,6 +106,7 @@ def test_a_prefix_stable_conversation_is_still_one_row(tokenizer):
     assert row == {
         "id": "r#0", "prompt_id": "r", "sample": 0,
         "input_ids": tokenizer(full, add_special_tokens=False)["input_ids"], "loss_mask": row["loss_mask"],
+        "ids_from": "text", "ids_reason": "not requested",  # the record holds no token ids
     }
     assert masked_runs(tokenizer, row["input_ids"], row["loss_mask"]) == [
         f"<think>\nCall the tool.\n</think>\n\n{CALL}<|im_end|>",
@@ -176,7 +177,7 @@ def test_export_counts_split_conversations_and_ids_are_stable(qwen_like_tokenize
     ids = tables[0].column("id").to_pylist()
     assert ids == ["chat#1/turn0", "chat#1/turn1", "r#0", "agent#0/turn1", "agent#0/turn2"]
     assert tables[0].equals(tables[1])
-    assert tables[0].schema.names == ["id", "prompt_id", "sample", "input_ids", "loss_mask"]
+    assert tables[0].schema.names == ["id", "prompt_id", "sample", "input_ids", "loss_mask", "ids_from", "ids_reason"]
 
 
 def test_split_rows_are_filtered_one_by_one_and_stay_in_their_prompts_split(qwen_like_tokenizer, tmp_path):

@@ -8,8 +8,11 @@ take `delay_per_token_s` per generated token (to play a slow replica), or to sta
 that path was compiled when it came). It keeps every request
 body it got (`bodies`) and echoes it back under `standin_request`, and a `respond` script may
 answer with its own message (tool calls, reasoning_content included, and the token ids it
-stands for) to play a target that diverges from a record or that thinks. Used by tests of the
-client's retries and by bench/generate_bench.py for unequal replicas. Run it alone with
+stands for) to play a target that diverges from a record or that thinks. With `token_ids` it
+returns made-up token ids in vLLM's spelling (`mismatch_when` a body matches: one id more than its usage counts), and
+`refuse_ids` answers 400 with that message to a request asking for ids (as SGLang 0.5.17 does with streaming).
+`hold_first` keeps the first N requests unanswered until `release()` (a job held open, without timing). Used by
+tests of the client's retries and by bench/generate_bench.py for unequal replicas. Run it alone with
 `python tests/generate/standin_server.py --port 18100 --delay-per-token 0.01`.
 """
 
@@ -41,7 +44,16 @@ class StandinServer:
         max_model_len: int = 2048,
         respond: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
         first_use_stall_s: float | None = None,
+        token_ids: bool = False,
+        mismatch_when: Callable[[dict[str, Any]], bool] | None = None,
+        refuse_ids: str | None = None,
+        hold_first: int = 0,
     ) -> None:
+        self.hold_first = hold_first
+        self._released: asyncio.Event | None = None
+        self.token_ids = token_ids
+        self.mismatch_when = mismatch_when
+        self.refuse_ids = refuse_ids
         self.model = model
         self.fail_first = fail_first
         self.hang_next = hang_next
@@ -93,6 +105,11 @@ class StandinServer:
         if n <= self.fail_first:
             self.failed += 1
             return web.json_response({"error": {"message": "stand-in: scripted internal error"}}, status=500)
+        if n <= self.hold_first:
+            assert self._released is not None
+            await self._released.wait()
+        if self.refuse_ids and body.get("return_token_ids"):
+            return web.json_response({"object": "error", "message": self.refuse_ids, "code": 400}, status=400)
         if n <= self.fail_first + self.hang_next:
             self.hung += 1
             await asyncio.sleep(self.hang_s)
@@ -121,6 +138,10 @@ class StandinServer:
         if scripted:
             message = {"role": "assistant", "content": None, **scripted}
             finish = "tool_calls" if message.get("tool_calls") else "stop"
+        if not ids and self.token_ids and body.get("return_token_ids"):
+            extra = 1 if self.mismatch_when is not None and self.mismatch_when(body) else 0
+            ids = {"prompt_token_ids": [7] * max(1, prompt_tokens), "token_ids": [100 + k for k in range(tokens + extra)]}
+            usage = {"prompt_tokens": prompt_tokens, "completion_tokens": tokens}
         choice = {"index": 0, "message": message, "finish_reason": finish}
         if "token_ids" in ids:
             choice["token_ids"] = ids["token_ids"]
@@ -154,6 +175,7 @@ class StandinServer:
         def serve() -> None:
             self._loop = asyncio.new_event_loop()
             asyncio.set_event_loop(self._loop)
+            self._released = asyncio.Event()
             # Hung handlers (the hang faults) are cancelled after 1 s, not 60: stop() then really stops.
             self._runner = web.AppRunner(self.app(), shutdown_timeout=1.0)
             self._loop.run_until_complete(self._runner.setup())
@@ -170,6 +192,11 @@ class StandinServer:
         if not ready.wait(10):
             raise RuntimeError("stand-in server did not start")
         return f"http://127.0.0.1:{self.port}"
+
+    def release(self) -> None:
+        """Answer the requests `hold_first` holds (and every later one at once)."""
+        assert self._loop is not None and self._released is not None
+        self._loop.call_soon_threadsafe(self._released.set)
 
     def stop(self) -> None:
         if self._loop is not None:

@@ -9,6 +9,7 @@ task again (max_retries) and the new attempt resumes from the shard's journal.
 from __future__ import annotations
 
 import signal
+import time
 from pathlib import Path
 
 import psutil
@@ -97,3 +98,80 @@ def test_a_shard_that_fails_on_purpose_is_reported_not_retried(cluster, standin,
     with pytest.raises(FleetgenError, match=r"shard 0/2 failed: .*(sampling|job)") as e:
         run_shards(_cfg(prompts, out, standin, temperature=0.1))  # another job in the same directory
     assert "and 1 more" in e.value.message
+
+
+def _opened_by_another(paths: list[Path], but: int) -> bool:
+    """Some process of this test's tree other than `but` has one of `paths` open."""
+    names = {str(p) for p in paths}
+    for p in psutil.Process().children(recursive=True):
+        if p.pid == but:
+            continue
+        try:
+            if names & {f.path for f in p.open_files()}:
+                return True
+        except psutil.Error:
+            continue
+    return False
+
+
+def test_a_shard_retried_while_its_old_attempt_still_runs_waits_for_it_and_rows_are_exactly_once(cluster, tmp_path):
+    """What Ray does after a partition: the same shard task again on another node while the old worker still runs.
+
+    The STAND-IN holds the old attempt's window unanswered until told (no timing), so it is certainly still writing
+    when the retry starts; the retry (same run: the driver's token) waits for its lease, then resumes what it left.
+    """
+    import orjson
+    from standin_server import StandinServer
+
+    from fleetgen.errors import LeaseHeldError
+    from fleetgen.fleet.ray_backend import connect
+    from fleetgen.generate import generate
+    from fleetgen.generate.lease import lease_name
+    from fleetgen.generate.ray_shards import shard_task
+    from fleetgen.generate.shard import Shard
+    from fleetgen.generate.shards import MARKER_PREFIX
+
+    n, window = 40, 2
+    server = StandinServer(hold_first=window)
+    url = server.start()
+    try:
+        prompts = write_prompts(tmp_path / "p.jsonl", n).resolve()
+        out = (tmp_path / "out").resolve()
+        out.mkdir()
+        token = "the-driver-run"
+        marker = f"{MARKER_PREFIX}{token}"
+        (out / marker).write_text(token)
+        cfg = GenerateConfig(prompts=prompts, output_dir=out, endpoints=[url], model="standin", max_tokens=8,
+                             concurrency=window, hedge=False, shard="1/2", commit_interval_s=0.0)
+        lease, journal = out / lease_name(".shard-1-of-2"), out / "results.shard-1-of-2.jsonl"
+
+        def holder() -> dict:
+            try:
+                return orjson.loads(lease.read_bytes())
+            except (OSError, orjson.JSONDecodeError):
+                return {}
+
+        connect(cluster.address)
+        old = shard_task.options(max_retries=0).remote(cfg, marker, token)
+        t0 = time.monotonic()
+        while not (holder().get("group") == token and server.requests >= window):
+            assert time.monotonic() - t0 < 120, "the old attempt never took its lease with its window in flight"
+            time.sleep(0.02)
+        old_pid = holder()["pid"]
+        retry = shard_task.options(max_retries=0).remote(cfg, marker, token)
+        while not _opened_by_another([lease, journal], old_pid):  # the retry has started: it waits on the lease
+            assert time.monotonic() - t0 < 240, "the retry never started"
+            time.sleep(0.02)
+        # A writer of another run is refused at once, naming the holder.
+        with pytest.raises(LeaseHeldError, match=f"pid {old_pid}"):
+            generate(cfg, handle_signals=False)
+        server.release()
+        first, second = ray.get([old, retry], timeout=300)
+    finally:
+        server.release()
+        server.stop()
+    owned = sum(Shard(1, 2).owns(f"p{i}") for i in range(n))
+    assert first["stats"]["rows"]["ok"] == owned
+    assert second["stats"]["rows"] == {**second["stats"]["rows"], "ok": 0, "resumed": owned}
+    keys = keys_across_shards(out)
+    assert len(keys) == owned and max(keys.values()) == 1

@@ -27,10 +27,10 @@ def test_read_ids_reads_vllm_and_both_sglang_spellings():
     for payload in (vllm, sglang_old, sglang_new):
         assert read_ids(payload, payload["choices"][0]) == TurnIds([1, 2, 3], [7, 8])
     none = {"usage": usage, "choices": [{"message": {}}]}
-    assert read_ids(none, none["choices"][0]) is None
-    # Ids the server's own count contradicts are not trusted.
+    assert read_ids(none, none["choices"][0]) == "none"
+    # Ids the server's own count contradicts are not trusted, and say so apart from "none returned".
     bad = {"prompt_token_ids": [1], "usage": {"completion_tokens": 3}, "choices": [{"token_ids": [7, 8]}]}
-    assert read_ids(bad, bad["choices"][0]) is None
+    assert read_ids(bad, bad["choices"][0]) == "mismatch"
     assert REQUEST_FIELDS == {"return_token_ids": True, "return_prompt_token_ids": True}
 
 
@@ -66,10 +66,11 @@ def test_a_server_that_returns_no_ids_still_works_and_every_turn_is_counted_as_w
     stats = generate(cfg, handle_signals=False)
     assert stats.ok == 6 and stats.turns_without_ids == 6 and stats.turns_with_ids == 0
     rows = read_jsonl(tmp_path / "out" / "results.jsonl")
-    assert all(r["token_ids"]["turns"] == [None] for r in rows)
+    assert all(r["token_ids"]["turns"] == [None] and r["token_ids"]["why"] == ["none"] for r in rows)
     import json
 
-    assert json.loads((tmp_path / "out" / "stats.json").read_text())["token_ids"] == {"turns_with": 0, "turns_without": 6}
+    assert json.loads((tmp_path / "out" / "stats.json").read_text())["token_ids"] == {
+        "turns_with": 0, "turns_without": 6, "without_by_reason": {"none": 6, "mismatch": 0, "refused": 0}}
     from fleetgen.report import build_report
 
     md = build_report(tmp_path / "out", tokenizer="smollm2").read_text()
@@ -78,7 +79,7 @@ def test_a_server_that_returns_no_ids_still_works_and_every_turn_is_counted_as_w
 
     s = export(ExportConfig(results_dir=tmp_path / "out", output=tmp_path / "t.parquet", format="tokens",
                             tokenizer="smollm2", finish_reasons=["stop", "length"]))
-    assert s.rows_written == 6 and s.from_ids == 0 and s.retokenized == {"a turn without token ids": 6}
+    assert s.rows_written == 6 and s.from_ids == 0 and s.retokenized == {"none returned": 6}
 
 
 def test_no_token_ids_sends_no_id_fields_and_records_none(tmp_path):

@@ -98,6 +98,7 @@ def test_recorded_ids_are_exactly_what_the_server_returned_and_decode_to_the_tex
     _, stats, rec, results = id_run
     tok = load_tokenizer("smollm2")
     assert stats.ok == 12 and stats.turns_without_ids == 0 and stats.turns_with_ids == 8 + 4 * 2
+    assert stats.ids_missing == {} and all("why" not in r["token_ids"] for r in results)  # rows as before `why`
     for r in results:
         turns = recorded_turns(r)
         pairs = list(_turns_with_history(r))
@@ -156,6 +157,7 @@ def test_tokens_rows_supervise_exactly_the_sampled_ids_never_a_re_encoding(id_ru
         assert supervised == [i for tt in turns[start : last + 1] for i in tt.completion]  # exactly the sampled ids
         first_turn[key] = last + 1
     assert all(first_turn[r["id"]] == len(recorded_turns(r)) for r in by_record.values())  # every turn supervised once
+    assert {(r["ids_from"], r["ids_reason"]) for r in rows} == {("ids", None)}
     edited_row = next(r for r in rows if r["id"].startswith("edited"))
     assert [i for i, m in zip(edited_row["input_ids"], edited_row["loss_mask"]) if m] == other
 
@@ -178,6 +180,11 @@ def test_speculators_rows_are_one_per_generation_of_the_sampled_ids(id_run, tmp_
         assert row["metadata"]["finish_reason"] == rec["finish_reason"][k]
         assert row["metadata"]["usage"]["completion_tokens"] == len(t.completion)
         assert set(row["metadata"]) >= {"idx", "finish_reason", "is_tool_call", "usage", "endpoint", "sampling_params"}
+        assert (row["metadata"]["ids_from"], row["metadata"]["ids_reason"]) == ("ids", None)
+    # Strict: every row is the server's ids, so --require-token-ids writes the same file.
+    strict = export(ExportConfig(results_dir=d / "out", output=tmp_path / "strict.jsonl", format="speculators",
+                                 tokenizer="smollm2", finish_reasons=["stop", "length"], require_token_ids=True))
+    assert strict.rows_written == len(rows) and read_jsonl(tmp_path / "strict.jsonl") == rows
 
 
 def test_speculators_own_loader_reads_the_export_unchanged(id_run, tmp_path):

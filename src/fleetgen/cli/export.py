@@ -48,6 +48,9 @@ def cmd_export(
     ] = False,
     max_length: Annotated[Optional[int], typer.Option(help=_h(ExportConfig, "max_length"))] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help=_h(ExportConfig, "overwrite"))] = False,
+    require_token_ids: Annotated[
+        bool, typer.Option("--require-token-ids", help=_h(ExportConfig, "require_token_ids"))
+    ] = False,
 ) -> None:
     """Write drafter-training data from a generate run: SpecForge/ShareGPT/OpenAI JSONL or token ids + loss mask."""
     from fleetgen.config import validate
@@ -57,7 +60,7 @@ def cmd_export(
         "results_dir": results_dir, "output": output, "format": format, "tokenizer": tokenizer,
         "eval_fraction": _parse_split(split), "split_salt": split_salt, "reasoning": reasoning,
         "min_supervised_tokens": min_supervised_tokens, "drop_think_markers": not keep_think_markers,
-        "max_length": max_length, "overwrite": overwrite,
+        "max_length": max_length, "overwrite": overwrite, "require_token_ids": require_token_ids,
     }
     if finish_reason:
         data["finish_reasons"] = finish_reason

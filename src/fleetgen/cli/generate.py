@@ -18,6 +18,7 @@ from fleetgen.config import field_help as _h
 from fleetgen.config import validate
 from fleetgen.errors import ConfigError
 from fleetgen.generate import GenerateConfig, ShardDone, ShardedRun, Stats, generate, run_shards
+from fleetgen.generate.token_ids import MISSING
 
 console = Console(stderr=True)
 
@@ -53,6 +54,9 @@ def cmd_generate(
     hedge: Annotated[bool, typer.Option(help=_h(GenerateConfig, "hedge"))] = True,
     retry_errors: Annotated[bool, typer.Option("--retry-errors", help=_h(GenerateConfig, "retry_errors"))] = False,
     token_ids: Annotated[bool, typer.Option(help=_h(GenerateConfig, "token_ids"))] = True,
+    require_token_ids: Annotated[
+        bool, typer.Option("--require-token-ids", help=_h(GenerateConfig, "require_token_ids"))
+    ] = False,
     force: Annotated[bool, typer.Option("--force", help=_h(GenerateConfig, "force"))] = False,
     metrics_port: Annotated[Optional[int], typer.Option(help=_h(GenerateConfig, "metrics_port"))] = None,
     metrics_host: Annotated[str, typer.Option(help=_h(GenerateConfig, "metrics_host"))] = "127.0.0.1",
@@ -82,7 +86,8 @@ def cmd_generate(
         "concurrency": concurrency, "profiles": read_profiles(profiles) if profiles else [], "reasoning": reasoning,
         "truncation": truncation, "tool_match": tool_match, "history_reasoning": history_reasoning, "tokenizer": tokenizer,
         "context_length": context_length, "dispatch": dispatch, "prefix_affinity": prefix_affinity,
-        "hedge": hedge, "retry_errors": retry_errors, "token_ids": token_ids, "force": force, "api_key": api_key,
+        "hedge": hedge, "retry_errors": retry_errors, "token_ids": token_ids,
+        "require_token_ids": require_token_ids, "force": force, "api_key": api_key,
         "metrics_port": metrics_port, "metrics_host": metrics_host, "metrics_allow_remote": metrics_allow_remote,
         "shard": shard, "shards": shards, "replica_slice": replica_slice, "shard_runner": shard_runner, "shard_retries": shard_retries,
         "event_loop": event_loop, "warmup": warmup, "warmup_timeout_s": warmup_timeout_s,
@@ -160,7 +165,8 @@ def _print_summary(s: Stats, outdir: Path) -> None:
     if s.stopped_reason:
         tail += f"; {s.stopped_reason}"
     if s.turns_without_ids:
-        tail += f"; {s.turns_without_ids} turns without token ids (the tokens export re-tokenizes those rows)"
+        why = ", ".join(f"{MISSING[k]} {n}" for k, n in sorted(s.ids_missing.items()))
+        tail += f"; {s.turns_without_ids} turns without token ids ({why}; the tokens export re-tokenizes those rows)"
     console.print(tail + f"; stats in {outdir / 'stats.json'}")
 
 

@@ -59,6 +59,11 @@ class ExportConfig(StrictModel):
     )
     split_salt: str = Field("fleetgen", description="Salt of the eval-split hash; change it to draw another split.")
     overwrite: bool = Field(False, description="Replace output files that already exist.")
+    require_token_ids: bool = Field(
+        False,
+        description="tokens/speculators: fail (writing nothing) if any row would be re-tokenized from text instead of "
+        "built from the server's ids, naming those turns (id, sample, turn, reason).",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> ExportConfig:
@@ -67,6 +72,8 @@ class ExportConfig(StrictModel):
             raise ValueError("format tokens writes Parquet: name the output *.parquet or a directory")
         if self.format != "tokens" and suffix not in ("", ".jsonl"):
             raise ValueError(f"format {self.format} writes JSONL: name the output *.jsonl or a directory")
+        if self.require_token_ids and self.format not in TOKEN_FORMATS:
+            raise ValueError(f"require_token_ids (--require-token-ids) is for the tokens and speculators formats, not {self.format}")
         return self
 
     @property

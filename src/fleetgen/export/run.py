@@ -7,6 +7,7 @@ from typing import IO, Any
 
 import orjson
 
+from fleetgen.errors import MissingTokenIdsError
 from fleetgen.export.atomic import AtomicFiles
 from fleetgen.export.config import TOKEN_FORMATS, ExportConfig
 from fleetgen.export.filters import rejection
@@ -36,6 +37,12 @@ def export(config: ExportConfig, *, on_row: Callable[[ExportSummary], None] | No
                 _one(rec, fmt, config, sinks, summary)
                 if on_row:
                     on_row(summary)
+            if isinstance(fmt, TokensFormat) and fmt.without_ids_count:
+                raise MissingTokenIdsError(
+                    fmt.without_ids, count=fmt.without_ids_count, what=f"export {config.results_dir}",
+                    hint="nothing was written; regenerate those rows where the server returns token ids, "
+                    "or export without --require-token-ids (each such row then says ids_from: text and why)",
+                )
             for sink in sinks.values():
                 sink.close()
         except BaseException:

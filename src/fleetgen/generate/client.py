@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import aiohttp
@@ -16,7 +16,7 @@ import orjson
 
 from fleetgen.errors import FleetgenError
 from fleetgen.fleet.probe import auth_headers
-from fleetgen.generate.token_ids import TurnIds, read_ids
+from fleetgen.generate.token_ids import REFUSED, REQUEST_FIELDS, TurnIds, read_ids, refuses_ids, without_id_fields
 
 
 class TransientError(FleetgenError):
@@ -41,6 +41,10 @@ class Rejected(FleetgenError):
         self.status = status
 
 
+class IdsRefused(Rejected):
+    """The server refused the token id fields (a 4xx whose message names them): the request's fault, not the row's."""
+
+
 @dataclass(frozen=True)
 class ChatAnswer:
     """What one completion returned, reduced to what a result record needs."""
@@ -53,6 +57,7 @@ class ChatAnswer:
     completion_tokens: int
     model: str | None
     token_ids: TurnIds | None = None  # what the server was fed and sampled, if it said
+    ids_missing: str | None = None  # where token_ids is None: why (a token_ids.MISSING code)
 
 
 def backoff_delay(attempt: int, base_s: float, cap_s: float, rng: random.Random) -> float:
@@ -108,6 +113,7 @@ async def chat(session: aiohttp.ClientSession, endpoint: str, body: dict[str, An
         choice = payload["choices"][0]
         message = choice["message"]
         usage = payload.get("usage") or {}
+        ids = read_ids(payload, choice)
         return ChatAnswer(
             content=message.get("content"),
             # vLLM names it `reasoning` in newer versions, `reasoning_content` in older ones and SGLang.
@@ -117,10 +123,37 @@ async def chat(session: aiohttp.ClientSession, endpoint: str, body: dict[str, An
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
             model=payload.get("model"),
-            token_ids=read_ids(payload, choice),
+            token_ids=ids if isinstance(ids, TurnIds) else None,
+            ids_missing=None if isinstance(ids, TurnIds) else ids,
         )
     except (KeyError, IndexError, TypeError, ValueError, AttributeError):
         raise TransientError(f"answer is not a chat completion: {str(payload)[:200]!r}") from None
+
+
+async def chat_or_without_ids(
+    session: aiohttp.ClientSession, endpoint: str, body: dict[str, Any], timeout_s: float,
+    refused: set[str], notes: list[str], *, downgrade: bool,
+) -> ChatAnswer:
+    """`chat`, asking an endpoint that refused the token id fields without them (once per endpoint, said in `notes`).
+
+    Its answers then carry `ids_missing=REFUSED`. Without `downgrade` (--require-token-ids) the refusal
+    raises IdsRefused instead.
+    """
+    asks = any(k in body for k in REQUEST_FIELDS)
+    if asks and endpoint in refused:
+        return replace(await chat(session, endpoint, without_id_fields(body), timeout_s), ids_missing=REFUSED)
+    try:
+        return await chat(session, endpoint, body, timeout_s)
+    except Rejected as e:
+        if not asks or not refuses_ids(e.message):
+            raise
+        if not downgrade:
+            raise IdsRefused(e.message, status=e.status) from None
+        if endpoint not in refused:  # requests in flight meet the same refusal: one note per endpoint
+            refused.add(endpoint)
+            notes.append(f"{endpoint} refused the token id fields ({e.message}); asking it without them "
+                         "(as --no-token-ids): its turns are recorded without ids, reason refused")
+    return replace(await chat(session, endpoint, without_id_fields(body), timeout_s), ids_missing=REFUSED)
 
 
 def server_message(raw: bytes) -> str:

@@ -92,6 +92,12 @@ class GenerateConfig(StrictModel):
         description="Ask servers for the token ids they were fed and sampled (return_token_ids) and keep them "
         "with each turn; turn off only for endpoints that refuse unknown request fields.",
     )
+    require_token_ids: bool = Field(
+        False,
+        description="Fail the job at the first regenerated turn that comes back without token ids (none returned, a "
+        "count that disagrees with the server's usage, or id fields refused), naming it (id, sample, turn, reason); "
+        "that sample is not recorded. Off: such turns are recorded without ids, with the reason, and exports re-tokenize them.",
+    )
     retry_errors: bool = Field(False, description="Re-attempt rows recorded in errors.jsonl by an earlier run.")
     force: bool = Field(False, description="Resume into an output directory even if the job identity differs.")
     dispatch: DispatchPolicy = Field(
@@ -170,6 +176,17 @@ class GenerateConfig(StrictModel):
             "fleet state's backend is Ray, else process."
         ),
     )
+    lease_wait_s: float = Field(
+        600.0, ge=0,
+        description=(
+            "A shard attempt that finds its journal's lease held by an earlier attempt of the same sharded run (a Ray "
+            "retry while the old worker still runs) waits this long for it to end, then resumes; any other second "
+            "writer on an output is refused at once."
+        ),
+    )
+    lease_group: str | None = Field(
+        None, description="Set by `shards` (not by hand): the sharded run a shard attempt belongs to, kept in its lease."
+    )
     shard_retries: int = Field(
         3, ge=0, description="Times a shard whose process or Ray worker died (killed, node lost) is started again."
     )
@@ -231,6 +248,12 @@ class GenerateConfig(StrictModel):
             raise ValueError("give shard (--shard i/N: this process is one shard) or shards (--shards N: run all N), not both")
         if self.replica_slice is not None and self.shards is not None:
             raise ValueError("shards (--shards N) slices the replicas itself: leave replica_slice (--replica-slice) out")
+        return self
+
+    @model_validator(mode="after")
+    def _ids_wanted(self) -> GenerateConfig:
+        if self.require_token_ids and not self.token_ids:
+            raise ValueError("require_token_ids (--require-token-ids) needs token_ids: drop --no-token-ids")
         return self
 
     @model_validator(mode="after")

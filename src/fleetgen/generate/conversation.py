@@ -9,7 +9,8 @@ from typing import Any
 
 import aiohttp
 
-from fleetgen.generate.client import ChatAnswer, Rejected, TransientError
+from fleetgen.errors import MissingTokenIdsError
+from fleetgen.generate.client import ChatAnswer, IdsRefused, Rejected, TransientError, chat_or_without_ids
 from fleetgen.generate.config import GenerateConfig
 from fleetgen.generate.dispatcher import Dispatcher, Replica
 from fleetgen.generate.outcomes import Completed, Failed, Outcome
@@ -18,7 +19,7 @@ from fleetgen.generate.profiles import SamplingProfile, assign, row_sampling
 from fleetgen.generate.profiles import apply as apply_profile
 from fleetgen.generate.records import PromptRecord
 from fleetgen.generate.token_ids import REQUEST_FIELDS as TOKEN_ID_FIELDS
-from fleetgen.generate.token_ids import TurnIdsLog
+from fleetgen.generate.token_ids import MISSING, REFUSED, TurnIdsLog
 from fleetgen.generate.tool_turns import FollowUp, follow_up
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
@@ -41,6 +42,7 @@ class Session:
     paths: dict[str, TurnPath] = field(default_factory=dict)
     # Whether earlier reasoning goes back to the server (history_reasoning.decide: keep or drop).
     history_reasoning: str = "drop"
+    ids_refused: set[str] = field(default_factory=set)  # endpoints that refused the token id fields: asked without
     # The job's policies (config.policies()), built once: every row's `sampling` records them.
     policies: dict[str, object] = field(init=False)
 
@@ -108,7 +110,9 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
         prompt_tokens += answer.prompt_tokens
         completion_tokens += answer.completion_tokens
         finish.append(answer.finish_reason)
-        ids.add(answer.token_ids)
+        ids.add(answer.token_ids, answer.ids_missing)
+        if cfg.require_token_ids and answer.token_ids is None:
+            raise ids_required(s, prompt.id, sample, turn, MISSING[answer.ids_missing])
         replicas.append(replica.endpoint)
         if truncated_turn:
             if cfg.truncation == "drop":
@@ -164,6 +168,16 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
         completion_tokens=completion_tokens,
         turns_with_ids=ids.with_ids if cfg.token_ids else 0,
         turns_without_ids=ids.without_ids if cfg.token_ids else 0,
+        ids_missing=ids.missing() if cfg.token_ids else {},
+    )
+
+
+def ids_required(s: Session, rid: str, sample: int, turn: int, reason: str) -> MissingTokenIdsError:
+    """--require-token-ids: the run stops at this turn; its sample is not recorded (a resume redoes it)."""
+    return MissingTokenIdsError(
+        [(rid, sample, turn, reason)], what=f"generate {s.config.output_dir}",
+        hint="the servers must return token ids (vLLM >= 0.10.2; SGLang with chat return_token_ids); or run without "
+        "--require-token-ids: such turns are then recorded with the reason and token exports re-tokenize them",
     )
 
 
@@ -212,10 +226,16 @@ async def _turn(
         timeout = cfg.request_timeout_s(max_tokens)
 
         async def call(replica: Replica, body: dict[str, Any] = body, timeout: float = timeout) -> ChatAnswer:
-            return await send(s.http, replica.endpoint, body, timeout, s.paths.get(replica.endpoint))
+            path = s.paths.get(replica.endpoint)
+            if path is not None and path.native is not None:
+                return await send(s.http, replica.endpoint, body, timeout, path)
+            return await chat_or_without_ids(s.http, replica.endpoint, body, timeout, s.ids_refused, s.notes,
+                                             downgrade=not cfg.require_token_ids)
 
         try:
             answer, replica = await s.dispatcher.run(prompt.id, call)
+        except IdsRefused as e:
+            raise ids_required(s, prompt.id, sample, turn, f"{MISSING[REFUSED]}: {e.message}") from None
         except Rejected as e:
             if body.get("tool_choice") == "auto" and "tool choice" in e.message.lower() and not tool_fallback_tried:
                 # Requests already in flight with "auto" meet the same refusal: each retries once.

@@ -347,6 +347,8 @@ class Journal:
     _write = staticmethod(os.write)
     _fsync = staticmethod(os.fsync)
 
+    lease: Any = None  # the writer's lease (lease.py): checked before each commit, so a superseded writer stops
+
     def __init__(self, outdir: Path, suffix: str = "") -> None:
         self.outdir = Path(outdir)
         results, errors, index = journal_names(suffix)
@@ -371,8 +373,11 @@ class Journal:
         self.ends: tuple[int, int, int, int] = tuple(ends)  # type: ignore[assignment]
 
     @classmethod
-    def open(cls, outdir: Path, *, retry_errors: bool, suffix: str = "") -> tuple[Journal, DoneSet]:
-        """Repair torn tails, set errors aside when retrying them, and read what is done (of one shard's journal)."""
+    def open(cls, outdir: Path, *, retry_errors: bool, suffix: str = "", lease: Any = None) -> tuple[Journal, DoneSet]:
+        """Repair torn tails, set errors aside when retrying them, and read what is done (of one shard's journal).
+
+        `lease` (lease.Lease), taken before: every commit checks it still holds the journal.
+        """
         outdir = Path(outdir)
         try:
             outdir.mkdir(parents=True, exist_ok=True)
@@ -392,11 +397,14 @@ class Journal:
                 raise output_error(outdir / journal_names(suffix)[1], e) from None
         done = load_done(outdir, update_index=True, suffix=suffix)
         journal = cls(outdir, suffix)
+        journal.lease = lease
         _fsync_dir(outdir)
         return journal, done
 
     def commit(self, results: list[bytes], errors: list[bytes]) -> None:
         """Append each batch, then fsync: every line is either all there or not there at all."""
+        if self.lease is not None:
+            self.lease.check()  # the fence: a writer whose lease was taken over appends nothing more
         r_end, r_crc, e_end, e_crc = self.ends
         if results:
             data = b"".join(results)

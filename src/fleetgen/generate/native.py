@@ -26,7 +26,7 @@ import aiohttp
 import orjson
 
 from fleetgen.generate.client import ChatAnswer, TransientError, post_json
-from fleetgen.generate.token_ids import TurnIds
+from fleetgen.generate.token_ids import COUNT_MISMATCH, TurnIds
 
 # The opening tag each SGLang reasoning parser looks for; "<think>" for the rest.
 REASONING_OPEN = {"kimi": "\u25c1think\u25b7", "gpt-oss": "<|channel|>analysis<|message|>"}
@@ -197,4 +197,5 @@ async def native_chat(
         completion_tokens=completion_tokens,
         model=body.get("model"),
         token_ids=ids,
+        ids_missing=None if ids is not None else COUNT_MISMATCH,  # the same reason as on the chat path
     )

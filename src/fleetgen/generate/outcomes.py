@@ -23,6 +23,7 @@ class Completed:
     completion_tokens: int
     turns_with_ids: int = 0  # regenerated turns whose server returned the token ids it was fed and sampled
     turns_without_ids: int = 0  # ... and those it did not (asked, but none came back)
+    ids_missing: dict[str, int] = field(default_factory=dict)  # those, by why (token_ids.MISSING codes)
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,8 @@ def record(outcome: Outcome, batch: Batch, done: DoneSet, stats: Stats) -> None:
             stats.completion_tokens += outcome.completion_tokens
             stats.turns_with_ids += outcome.turns_with_ids
             stats.turns_without_ids += outcome.turns_without_ids
+            for why, n in outcome.ids_missing.items():
+                stats.ids_missing[why] = stats.ids_missing.get(why, 0) + n
         case Failed(sample=None):
             if outcome.line is not None:
                 if outcome.line in done.bad_lines:

@@ -30,6 +30,8 @@ def shard_task(config: GenerateConfig, marker: str, token: str) -> dict:
     """One shard on the node Ray chose; returns where it ran and its stats."""
     where = f"node {ray.util.get_node_ip_address()} (pid {os.getpid()})"
     check_visible(config, marker, token, where)
+    # Attempts of this shard in this run share the driver's token: a retry waits for an old attempt that still runs.
+    config = config.model_copy(update={"lease_group": token})
     stats = generate(config, handle_signals=False)  # a Ray worker's signals are Ray's
     return {"where": where, "stats": stats.to_dict()}
 

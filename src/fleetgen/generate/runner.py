@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from fleetgen.errors import ConfigError, NoReplicaError, OutputError
+from fleetgen.errors import ConfigError, MissingTokenIdsError, NoReplicaError, OutputError
 from fleetgen.fleet.state import read_state
 from fleetgen.generate import client
 from fleetgen.generate.config import GenerateConfig
@@ -29,6 +29,7 @@ from fleetgen.generate.gc_tuning import fewer_collections
 from fleetgen.generate.history_reasoning import decide as decide_history_reasoning
 from fleetgen.generate.complete import mark_complete, read_complete
 from fleetgen.generate.journal import DoneSet, Journal, check_identity, journal_names, write_atomic
+from fleetgen.generate.lease import Lease
 from fleetgen.generate.paths import choose_all, describe, job_bodies
 from fleetgen.generate.outcomes import Batch, Failed, Outcome, Skipped, record
 from fleetgen.generate.records import (
@@ -119,14 +120,20 @@ async def run(
     """The async form of `generate`, for callers that own an event loop (and, if they like, the metrics port)."""
     stop = _Stop()
     loop = asyncio.get_running_loop()
+    # One writer per journal (lease.py): taken first, so a second writer is refused before it touches anything.
+    lease = None if config.shards is not None else Lease.acquire(
+        Path(config.output_dir), Shard.parse(config.shard).suffix, group=config.lease_group, wait_s=config.lease_wait_s
+    )
     signals = (signal.SIGINT, signal.SIGTERM) if handle_signals else ()
     for sig in signals:
         loop.add_signal_handler(sig, stop.request, signal.Signals(sig).name)
     try:
-        return await _run(config, stop, on_progress, clock, metrics)
+        return await _run(config, stop, on_progress, clock, metrics, lease)
     finally:
         for sig in signals:
             loop.remove_signal_handler(sig)
+        if lease is not None:
+            lease.release()
 
 
 class _Stop:
@@ -146,7 +153,7 @@ class _Stop:
 
 async def _run(
     config: GenerateConfig, stop: _Stop, on_progress: Callable[[Stats], None] | None, clock: Clock,
-    metrics: MetricsServer | None = None,
+    metrics: MetricsServer | None = None, lease: Lease | None = None,
 ) -> Stats:
     if config.shards is not None:  # one process is one shard; the N of them are run_shards' (shards.py)
         raise ConfigError("generate() runs one process; shards (--shards N) are run by fleetgen.generate.shards.run_shards",
@@ -176,13 +183,14 @@ async def _run(
             stats.resumed = resumed
             stats.finished = clock()
             return stats
-        journal, done = Journal.open(outdir, retry_errors=config.retry_errors, suffix=shard.suffix)
+        journal, done = Journal.open(outdir, retry_errors=config.retry_errors, suffix=shard.suffix, lease=lease)
         progress = None if is_parquet(config.prompts) else Progress.open(
             outdir, shard.suffix, job_digest(identity, config.samples, (shard.index, shard.count)), done, config.samples,
             tuple(outdir / n for n in files), lambda: journal.ends,
         )
         session = Session(config, dispatcher, http, model, config.context_length or context_length,
                           history_reasoning=history.policy)
+        stats.notes = session.notes  # one list: what the run notes lands in stats.json too
         if config.history_reasoning == "template":
             print(f"note: {history.note}", file=sys.stderr)
         if config.token_ids:
@@ -215,7 +223,7 @@ async def _run(
                 write_atomic(outdir / f"stats{shard.suffix}.json", orjson.dumps(stats.to_dict(), option=orjson.OPT_INDENT_2))
             except OutputError as e:  # must not hide the run's own outcome; results are already safe
                 print(f"note: stats.json not saved: {e.message}", file=sys.stderr)
-            for note in session.notes[:1]:
+            for note in session.notes:
                 print(f"note: {note}", file=sys.stderr)
             await job_watch.close()
         if not stats.interrupted:  # the loop returned: every row is resolved
@@ -431,6 +439,13 @@ class _Loop:
                     self.request_stop("lost fleet")
                     self.request_stop("lost fleet")  # nothing in flight can finish: abandon at once
                     continue
+                if isinstance(exc, MissingTokenIdsError):  # --require-token-ids: let in-flight samples finish, then fail
+                    if self._fatal is None or isinstance(self._fatal, MissingTokenIdsError):
+                        self._fatal = exc.merged(self._fatal)
+                    self.stats.stopped_reason = self.stats.stopped_reason or "a turn without token ids (--require-token-ids)"
+                    if not self._stop.done():
+                        self.request_stop("a turn without token ids")
+                    continue
                 if exc is not None:
                     raise exc
                 await self.writer.put(task.result())
@@ -448,7 +463,7 @@ class _Loop:
     async def _sample(self, prompt: PromptRecord, sample: int) -> Outcome:
         try:
             return await regenerate(self.s, prompt, sample)
-        except (NoReplicaError, asyncio.CancelledError):
+        except (NoReplicaError, MissingTokenIdsError, asyncio.CancelledError):
             raise
         except Exception as e:  # a bug must cost one row, not the run; the traceback says where
             traceback.print_exc(file=sys.stderr)

@@ -79,6 +79,13 @@ def merge_stats(parts: list[dict]) -> dict:
         out["interrupted"] = out["interrupted"] or bool(part.get("interrupted"))
         out["stopped_reason"] = out["stopped_reason"] or part.get("stopped_reason")
         out["replicas"] += part.get("replicas") or []
+        ids = part.get("token_ids") or {}
+        mine = out.setdefault("token_ids", {"turns_with": 0, "turns_without": 0, "without_by_reason": {}})
+        for key in ("turns_with", "turns_without"):
+            mine[key] += int(ids.get(key) or 0)
+        for why, n in (ids.get("without_by_reason") or {}).items():
+            mine["without_by_reason"][why] = mine["without_by_reason"].get(why, 0) + int(n or 0)
+        out.setdefault("notes", []).extend(n for n in part.get("notes") or [] if n not in out["notes"])
     if parts and "total" in out["rows"]:
         out["rows"]["total"] = parts[0]["rows"]["total"]  # each shard counts the whole prompt file
     return out

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetgen.generate.token_ids import MISSING
+
 Clock = Callable[[], float]
 
 
@@ -66,6 +68,8 @@ class Stats:
     retries: int = 0
     turns_with_ids: int = 0
     turns_without_ids: int = 0
+    ids_missing: dict[str, int] = field(default_factory=dict)  # turns without ids, by why (token_ids.MISSING codes)
+    notes: list[str] = field(default_factory=list)  # what the run changed on the way (a server refused a field)
     started: float = field(default=0.0)
     finished: float | None = None
     interrupted: bool = False
@@ -138,7 +142,13 @@ class Stats:
             "tokens": {"prompt": self.prompt_tokens, "completion": self.completion_tokens},
             "retries": self.retries,
             # Regenerated turns of this run's results with and without the server's token ids.
-            "token_ids": {"turns_with": self.turns_with_ids, "turns_without": self.turns_without_ids},
+            "token_ids": {
+                "turns_with": self.turns_with_ids,
+                "turns_without": self.turns_without_ids,
+                # none: the answer held no ids; mismatch: their count disagreed with usage; refused: not asked.
+                "without_by_reason": {k: self.ids_missing.get(k, 0) for k in MISSING if k},
+            },
+            "notes": list(self.notes),
             "wall_s": round(e, 3),
             "output_tokens_per_s": round(self.output_tokens_per_s, 2),
             "interrupted": self.interrupted,

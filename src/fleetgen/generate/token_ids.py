@@ -10,6 +10,9 @@ debug; SGLang: pydantic's default `extra="ignore"`), so one body works everywher
   sgl-project/sglang PR #35225 (both spellings are read).
 - SGLang 0.5.12 and other servers: the chat answer carries no ids; the turn is recorded as
   without ids (None) and the tokens export falls back to re-tokenizing its text.
+- A server that refuses the fields (a 4xx whose message names them, e.g. SGLang 0.5.17's
+  "return_prompt_token_ids is not supported with streaming"): that endpoint is asked without them
+  from then on (`refuses_ids`, conversation.py), and its turns are recorded as refused.
 
 The ids are raw: the tokens the engine sampled before its reasoning and tool-call parsers split
 them into reasoning_content / content / tool_calls (a `<think>` block and a tool call's markup are
@@ -17,7 +20,11 @@ in them), and the ids of the templated prompt as the engine rendered it.
 
 In the result record (`token_ids` field) each regenerated assistant turn is one entry, in the
 order of the assistant messages: null where the server returned no ids, else
-`{"prompt": P, "reuse": n, "completion": C}`. `reuse` leading prompt ids equal the previous
+`{"prompt": P, "reuse": n, "completion": C}`. Where a turn is null, `why` (a list as long as
+`turns`, null for the turns with ids) says why in one word (MISSING): `none` (the answer held no
+ids), `mismatch` (ids whose count disagrees with the server's own usage count: not trusted),
+`refused` (the endpoint refused the id fields, so they were not asked). Records written before
+`why` existed have none; their null turns read as reason unknown. `reuse` leading prompt ids equal the previous
 turn's prompt + completion ids and are not repeated (a multi-turn prompt re-sends the history);
 `P` is the rest. P and C are packed: base64 of 3-byte little-endian unsigned ints (4 characters
 per token; vocabularies up to 16.7M ids), or a plain JSON list if an id does not fit.
@@ -36,6 +43,15 @@ from typing import Any
 REQUEST_FIELDS: dict[str, Any] = {"return_token_ids": True, "return_prompt_token_ids": True}
 ENCODING = "u24le-base64"
 _MAX_ID = 1 << 24
+
+# Why a regenerated turn has no ids: the code the record keeps (`why`), and what people read.
+NONE_RETURNED, COUNT_MISMATCH, REFUSED = "none", "mismatch", "refused"
+MISSING: dict[str | None, str] = {
+    NONE_RETURNED: "none returned",
+    COUNT_MISMATCH: "count mismatch",
+    REFUSED: "refused",
+    None: "reason not recorded (an older run)",
+}
 
 
 @dataclass(frozen=True)
@@ -56,17 +72,27 @@ def _int_list(value: Any) -> list[int] | None:
     return value
 
 
-def read_ids(payload: dict[str, Any], choice: dict[str, Any]) -> TurnIds | None:
-    """The ids in one chat answer, whichever engine spelled them; None if it carries no complete pair."""
+def read_ids(payload: dict[str, Any], choice: dict[str, Any]) -> TurnIds | str:
+    """The ids in one chat answer, whichever engine spelled them; else why not (NONE_RETURNED or COUNT_MISMATCH)."""
     prompt = _int_list(payload.get("prompt_token_ids") or choice.get("prompt_token_ids"))
     completion = _int_list(choice.get("token_ids") or choice.get("response_token_ids"))
     if not prompt or completion is None:
-        return None
+        return NONE_RETURNED
     usage = payload.get("usage") or {}
     counted = usage.get("completion_tokens")
     if isinstance(counted, int) and counted != len(completion):
-        return None  # ids that disagree with the server's own count are not trusted
+        return COUNT_MISMATCH  # ids that disagree with the server's own count are not trusted
     return TurnIds(prompt, completion)
+
+
+def refuses_ids(message: str) -> bool:
+    """A server's 4xx message that names the id fields: it refuses them (not the row)."""
+    return any(name in message for name in REQUEST_FIELDS)
+
+
+def without_id_fields(body: dict[str, Any]) -> dict[str, Any]:
+    """The request body without the id fields, for an endpoint that refused them."""
+    return {k: v for k, v in body.items() if k not in REQUEST_FIELDS}
 
 
 def pack(ids: Sequence[int]) -> str | list[int]:
@@ -123,9 +149,20 @@ class TurnIdsLog:
     """The ids of one sample's regenerated turns, in order; what goes into its result record."""
 
     turns: list[TurnIds | None] = field(default_factory=list)
+    why: list[str | None] = field(default_factory=list)  # per turn: None with ids, else a MISSING code
 
-    def add(self, ids: TurnIds | None) -> None:
+    def add(self, ids: TurnIds | None, why: str | None = None) -> None:
+        """One turn's ids, or None and why not (NONE_RETURNED unless said)."""
         self.turns.append(ids)
+        self.why.append(None if ids is not None else (why or NONE_RETURNED))
+
+    def missing(self) -> dict[str, int]:
+        """Turns without ids, by MISSING code."""
+        out: dict[str, int] = {}
+        for w in self.why:
+            if w is not None:
+                out[w] = out.get(w, 0) + 1
+        return out
 
     @property
     def with_ids(self) -> int:
@@ -147,7 +184,9 @@ class TurnIdsLog:
             reuse = _shared_prefix(previous, t.prompt)
             out.append({"prompt": pack(t.prompt[reuse:]), "reuse": reuse, "completion": pack(t.completion)})
             previous = t.prompt + t.completion
-        return {"encoding": ENCODING, "turns": out}
+        if any(w is not None for w in self.why):
+            return {"encoding": ENCODING, "turns": out, "why": list(self.why)}
+        return {"encoding": ENCODING, "turns": out}  # every turn has ids: the record as before `why`
 
 
 def recorded_turns(rec: dict[str, Any]) -> list[TurnIds | None] | None:
@@ -170,3 +209,17 @@ def recorded_turns(rec: dict[str, Any]) -> list[TurnIds | None] | None:
         turns.append(TurnIds(prompt, completion))
         previous = prompt + completion
     return turns
+
+
+def missing_turns(rec: dict[str, Any]) -> list[tuple[int, str | None]]:
+    """(turn index, MISSING code) of each of a record's turns without ids; None as code where the record says no why."""
+    field_ = rec.get("token_ids")
+    if not isinstance(field_, dict):
+        return []
+    why = field_.get("why")
+    why = why if isinstance(why, list) else []
+    return [
+        (k, why[k] if k < len(why) and isinstance(why[k], str) else None)
+        for k, t in enumerate(field_.get("turns") or [])
+        if t is None
+    ]

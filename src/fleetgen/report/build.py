@@ -136,6 +136,8 @@ def _token_ids(doc: Document, run: Run, tokenizer: str | None) -> None:
         ["regenerated turns with the server's token ids", with_ids],
         ["turns without (the tokens export re-tokenizes their rows)", without],
     ]
+    why = Counter(w for r in run.rows for w in r.ids_missing)
+    rows += [[f"  without: {reason}", n] for reason, n in sorted(why.items())]
     m = Mismatch()
     name = tokenizer or run.model
     if with_ids and name:

@@ -29,6 +29,7 @@ class Row:
     answer_text: str
     turns_with_ids: int = 0  # regenerated turns that carry the server's token ids
     turns_without_ids: int = 0
+    ids_missing: tuple[str, ...] = ()  # why, for each turn without ids (token_ids.MISSING labels, or "not requested")
     profile: str | None = None  # the sampling profile, in a job with profiles
     cut: str | None = None  # why the sample ended at the target's turn (generate/tool_turns.py)
 
@@ -62,6 +63,14 @@ def _json(path: Path) -> dict[str, Any] | None:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def _ids_missing(rec: dict[str, Any], assistants: int) -> tuple[str, ...]:
+    from fleetgen.generate.token_ids import MISSING, missing_turns
+
+    if not isinstance(rec.get("token_ids"), dict):
+        return ("not requested",) * assistants  # --no-token-ids (or a run older than token ids)
+    return tuple(MISSING.get(why, MISSING[None]) for _, why in missing_turns(rec))
 
 
 def error_reason(rec: dict[str, Any]) -> str:
@@ -101,6 +110,7 @@ def load_run(outdir: Path, mix_report: Path | None = None) -> Run:
                 answer_text="".join(m.get("content") or "" for m in assistants),
                 turns_with_ids=with_ids,
                 turns_without_ids=len(assistants) - with_ids,
+                ids_missing=_ids_missing(rec, len(assistants)) if with_ids < len(assistants) else (),
                 profile=rec.get("profile"),
                 cut=(rec.get("cut") or {}).get("reason"),
             )

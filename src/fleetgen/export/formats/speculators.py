@@ -12,7 +12,8 @@ prompt ids are strings, carried in `primary_id`. speculators has no tools field:
 and calls are in the ids, as the template rendered and the target sampled them.
 
 Records without ids take the tokens format's text path (its rows split where the template
-rewrites earlier turns), named as re-tokenized in the export summary.
+rewrites earlier turns), named as re-tokenized in the export summary; each row's metadata says which
+(`ids_from`: `ids` or `text`, `ids_reason`: why text; see tokens.py).
 """
 
 from __future__ import annotations
@@ -48,6 +49,11 @@ class SpeculatorsFormat(TokensFormat):
             last = int(row["id"].rpartition("/turn")[2]) if "/turn" in row["id"] else len(assistants) - 1
             r = IdRow(row["input_ids"], row["loss_mask"], last)
             rows.append(self._speculators_row(rec, r, assistants, None))
+        return rows
+
+    def provenance(self, rows: list[Row], source: str, reason: str | None) -> list[Row]:
+        for row in rows:
+            row["metadata"]["ids_from"], row["metadata"]["ids_reason"] = source, reason
         return rows
 
     def _check_length(self, rows: list[Row]) -> None:

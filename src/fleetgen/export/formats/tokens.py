@@ -5,6 +5,11 @@ ids (formats/token_rows.py): nothing is re-encoded. The rest of this module is t
 records without them (older engines, external endpoints, --no-token-ids, reasoning dropped),
 counted per reason in the export summary as re-tokenized: it re-renders the text, and a decoded
 text re-encodes to the canonical tokenization, not necessarily to the tokens the target sampled.
+Every row says which path made it: `ids_from` is `ids` or `text`, and `ids_reason` (null for `ids`)
+why: a turn's own reason from generate (`none returned`, `count mismatch`, `refused`; token_ids.py),
+`not requested` (no ids in the record: --no-token-ids), or one of the export's own (reasoning dropped).
+With `require_token_ids` a record that would take the text path fails the export instead, naming its
+turns (id, sample, turn, reason).
 
 How the mask is found, for any template: for assistant turn i the template renders the history
 with a generation prompt (what the server saw before it answered) and then the history with the
@@ -32,14 +37,15 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from fleetgen.errors import ConfigError, InputError
+from fleetgen.errors import ConfigError, InputError, MissingTokenIdsError
 from fleetgen.export.config import ExportConfig
 from fleetgen.export.formats.base import Format, Row, RowRejected, clean_message
 from fleetgen.export.formats.token_rows import IdRow, chained_rows, think_close_id
 from fleetgen.export.results import reasoning_policy, row_id
-from fleetgen.generate.token_ids import TurnIds, recorded_turns
+from fleetgen.generate.token_ids import MISSING, TurnIds, missing_turns, recorded_turns
 
 THINK_CLOSE = "</think>"
+NOT_REQUESTED = "not requested"  # a record without ids at all: --no-token-ids, or a fleetgen older than token ids
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,9 @@ class TokensFormat(Format):
         self.job_reasoning: str | None = None
         self.from_ids = 0  # records whose rows are the server's ids
         self.retokenized: Counter = Counter()  # records that took the text path, by why
+        # require_token_ids: (id, sample, turn, reason) of turns that would take the text path, and their count.
+        self.without_ids: list[tuple[str, int, int, str]] = []
+        self.without_ids_count = 0
 
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, gen: bool) -> str:
         try:
@@ -166,9 +175,10 @@ class TokensFormat(Format):
         except (ValueError, TypeError, KeyError):
             return "token ids unreadable"
         if turns is None:
-            return "no token ids recorded"
-        if any(t is None for t in turns):
-            return "a turn without token ids"
+            return NOT_REQUESTED
+        missing = missing_turns(rec)
+        if missing:  # each turn's reason from generate, in a stable order
+            return "; ".join(sorted({MISSING.get(why, MISSING[None]) for _, why in missing}))
         assistants = [m for m in rec["messages"] if m.get("role") == "assistant"]
         if len(turns) != len(assistants):
             return "token ids do not match the assistant turns"
@@ -205,10 +215,31 @@ class TokensFormat(Format):
         if not isinstance(turns, str):
             rows = self.id_rows(rec, turns)
             self.from_ids += 1
-            return rows
+            return self.provenance(rows, "ids", None)
+        if self.config.require_token_ids:
+            self._without_ids(rec, turns)
+            return []  # the export fails at its end, naming these turns (see run.py)
         rows = self.text_rows(rec)
         self.retokenized[turns] += 1
+        return self.provenance(rows, "text", turns)
+
+    def provenance(self, rows: list[Row], source: str, reason: str | None) -> list[Row]:
+        """Each row says where its ids came from (`ids`: the server's; `text`: re-tokenized) and why."""
+        for row in rows:
+            row["ids_from"], row["ids_reason"] = source, reason
         return rows
+
+    def _without_ids(self, rec: dict[str, Any], reason: str) -> None:
+        """Name the record's turns that have no usable ids: each turn's own reason, else the record's for every turn."""
+        missing = missing_turns(rec)
+        if missing:
+            named = [(k, MISSING.get(why, MISSING[None])) for k, why in missing]
+        else:
+            n = sum(1 for m in rec.get("messages") or () if m.get("role") == "assistant")
+            named = [(k, reason) for k in range(n)]
+        self.without_ids_count += len(named)
+        room = MissingTokenIdsError.KEPT - len(self.without_ids)
+        self.without_ids += [(str(rec.get("id")), int(rec.get("sample") or 0), k, why) for k, why in named[: max(0, room)]]
 
     def id_rows(self, rec: dict[str, Any], turns: list[TurnIds]) -> list[Row]:
         """Rows of the sampled ids: supervised ids are the completions, context ids the prompts (no re-encoding)."""
@@ -296,6 +327,8 @@ def parquet_schema() -> Any:
             ("sample", pa.int32()),
             ("input_ids", pa.list_(pa.int32())),
             ("loss_mask", pa.list_(pa.int8())),
+            ("ids_from", pa.string()),  # ids: the server's sampled ids; text: re-tokenized (see the module docstring)
+            ("ids_reason", pa.string()),  # why text; null for ids
         ]
     )
 
