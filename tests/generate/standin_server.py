@@ -1,8 +1,10 @@
 """A STAND-IN for an OpenAI-compatible inference server (not an engine): scripted faults and speed.
 
 It answers /health, /v1/models, /metrics and /v1/chat/completions with a fixed text, and can
-be told to fail the first N chat requests with HTTP 500, to hang the next M for a while, or to
-take `delay_per_token_s` per generated token (to play a slow replica). It keeps every request
+be told to fail the first N chat requests with HTTP 500, to hang the next M for a while, to stop
+answering after K (`hang_after`: every later request waits, unanswered, until `release()`: a
+replica that hangs mid-job, as SIGSTOP makes one), or to take `delay_per_token_s` per generated
+token (to play a slow replica). It keeps every request
 body it got (`bodies`) and echoes it back under `standin_request`, and a `respond` script may
 answer with its own message (tool calls included) to play a target that diverges from a record. Used by tests of the
 client's retries and by bench/generate_bench.py for unequal replicas. Run it alone with
@@ -36,6 +38,7 @@ class StandinServer:
         max_concurrent: int = 64,
         max_model_len: int = 2048,
         respond: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
+        hang_after: int | None = None,
     ) -> None:
         self.model = model
         self.fail_first = fail_first
@@ -44,6 +47,9 @@ class StandinServer:
         self.delay_per_token_s = delay_per_token_s
         self.max_model_len = max_model_len
         self.respond = respond
+        self.hang_after = hang_after
+        self._released = False
+        self._released_event: asyncio.Event | None = None  # made on the server's loop, at the first hold
         self.bodies: list[dict[str, Any]] = []
         self.requests = 0
         self.completed = 0
@@ -87,6 +93,11 @@ class StandinServer:
         if n <= self.fail_first + self.hang_next:
             self.hung += 1
             await asyncio.sleep(self.hang_s)
+        if self.hang_after is not None and n > self.hang_after and not self._released:
+            self.hung += 1
+            if self._released_event is None:
+                self._released_event = asyncio.Event()
+            await self._released_event.wait()
         async with self._slots:  # a server runs a bounded batch; the rest wait, as in an engine
             self._running += 1
             try:
@@ -122,6 +133,12 @@ class StandinServer:
             }
         )
 
+    def release(self) -> None:
+        """Answer the requests held by `hang_after`, and every later one at once (callable from any thread)."""
+        self._released = True
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(lambda: self._released_event and self._released_event.set())
+
     # --- running in a background thread (tests) -----------------------------------------
 
     def start(self, port: int = 0) -> str:
@@ -149,6 +166,7 @@ class StandinServer:
         return f"http://127.0.0.1:{self.port}"
 
     def stop(self) -> None:
+        self.release()  # held requests end too, so the server stops at once
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
         if self._thread is not None:
