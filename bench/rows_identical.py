@@ -66,6 +66,7 @@ def _rows(src: str, prompts: Path, out: Path, endpoints: list[str]) -> list[byte
     for row in rows:
         row.pop("timing")
         row.pop("replica")
+        row.pop("job", None)  # the job identity's digest (generate/job_history.py): absent from trees before it
     errors = out / "errors.jsonl"
     print(f"{src}: {len(rows)} rows, {errors.stat().st_size if errors.exists() else 0} error bytes")
     return sorted(orjson.dumps(row, option=orjson.OPT_SORT_KEYS) for row in rows)

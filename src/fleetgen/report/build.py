@@ -11,6 +11,7 @@ import numpy as np
 from fleetgen.report import plots
 from fleetgen.report.data import Run, load_run
 from fleetgen.report.document import Document
+from fleetgen.report.identities import identities_section
 from fleetgen.report.profiles import profiles_section
 from fleetgen.report.tool_turns import tool_turns_section
 
@@ -52,6 +53,7 @@ def build_report(
     doc = Document("fleetgen run report")
 
     _overview(doc, run)
+    identities_section(doc, run)
     target = _mix_target(run)
     doc.heading("Mix")
     doc.text("Share of prompt ids per `meta.domain`" + (" against the mix recipe's target." if target else "."))

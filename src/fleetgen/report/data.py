@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetgen.export.results import ReadCounts, domain_of, finish_reasons, iter_errors, iter_results
+from fleetgen.generate.job_history import read_history
 
 
 @dataclass(slots=True)
@@ -31,6 +32,7 @@ class Row:
     turns_without_ids: int = 0
     profile: str | None = None  # the sampling profile, in a job with profiles
     cut: str | None = None  # why the sample ended at the target's turn (generate/tool_turns.py)
+    job: str | None = None  # digest of the job identity that made the row (generate/job_history.py)
 
 
 @dataclass
@@ -46,6 +48,8 @@ class Run:
     mix: dict[str, Any] | None = None
     model: str | None = None
     corrupt_lines: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)  # job-history.jsonl: each identity it ran with
+    error_jobs: Counter = field(default_factory=Counter)  # error rows per job digest (None: untagged)
 
 
 def _shard_stats(outdir: Path) -> dict[str, Any] | None:
@@ -103,15 +107,18 @@ def load_run(outdir: Path, mix_report: Path | None = None) -> Run:
                 turns_without_ids=len(assistants) - with_ids,
                 profile=rec.get("profile"),
                 cut=(rec.get("cut") or {}).get("reason"),
+                job=rec.get("job"),
             )
         )
     run.corrupt_lines = counts.corrupt_lines
     for rec in iter_errors(outdir):
         reason = error_reason(rec)
         run.errors[reason] += 1
+        run.error_jobs[rec.get("job")] += 1
         run.error_examples.setdefault(reason, f"{rec.get('id')}#{rec.get('sample')}: {str(rec.get('reason'))[:160]}")
     run.stats = _json(run.outdir / "stats.json") or _shard_stats(run.outdir)
     run.job = _json(run.outdir / "job.json")
+    run.history = read_history(run.outdir)
     if mix_report is not None:
         path = mix_report / "summary.json" if mix_report.is_dir() else mix_report
         run.mix = _json(path)
