@@ -48,16 +48,17 @@ print(f'{{"rows": {n}, "duplicates": {dups}, "wall_s": {wall:.1f}, "peak_rss_mb"
 
 def write_results(path: Path, rows: int) -> None:
     """`rows` distinct (id, 0) records and 1% of them again, in ~1 MB writes."""
+    def line(i: int) -> bytes:
+        return (b'{"id":"infinity_instruct-%010d","sample":0,"messages":[{"role":"user","content":"q"},'
+                b'{"role":"assistant","content":"a"}],"finish_reason":["stop"]}\n' % i)
+
     repeat_every = 100
     with open(path, "wb") as f:
         buf = []
         for i in range(rows):
-            buf.append(
-                b'{"id":"infinity_instruct-%010d","sample":0,"messages":[{"role":"user","content":"q"},'
-                b'{"role":"assistant","content":"a"}],"finish_reason":["stop"]}\n' % i
-            )
+            buf.append(line(i))
             if i % repeat_every == repeat_every - 1:
-                buf.append(buf[-repeat_every // 2])
+                buf.append(line(i - repeat_every // 2))  # a row seen 50 rows before
             if len(buf) >= 10_000:
                 f.write(b"".join(buf))
                 buf.clear()
