@@ -42,6 +42,7 @@ def iter_results(outdir: Path, counts: ReadCounts | None = None) -> Iterator[dic
     # a set of tuples cost ~150 bytes a pair, 1.5 GB at 10M rows (BENCHMARKS.md, "export dedup").
     seen = DoneSet()
     counts.files = result_files(outdir)
+    seen.reserve(_expected_rows(counts.files))  # sized once: growing it rehashes every slot each time
     for path in counts.files:
         with open(path, "rb") as f:
             for line in f:
@@ -66,6 +67,20 @@ def iter_results(outdir: Path, counts: ReadCounts | None = None) -> Iterator[dic
                     counts.duplicates += 1
                     continue
                 yield rec
+
+
+def _expected_rows(files: list[Path], sample_bytes: int = 1 << 18) -> int:
+    """About how many lines the files hold: their size over the mean line length of the first file's start.
+
+    Capped at one line per 64 bytes (no result line is shorter), so a short start cannot oversize the table.
+    """
+    total = sum(p.stat().st_size for p in files)
+    with open(files[0], "rb") as f:
+        head = f.read(sample_bytes)
+    lines = head.count(b"\n")
+    if not lines:
+        return total // sample_bytes
+    return min(total * lines // len(head), total // 64)
 
 
 def error_files(outdir: Path) -> list[Path]:
