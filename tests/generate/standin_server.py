@@ -1,11 +1,12 @@
 """A STAND-IN for an OpenAI-compatible inference server (not an engine): scripted faults and speed.
 
 It answers /health, /v1/models, /metrics and /v1/chat/completions with a fixed text, and can
-be told to fail the first N chat requests with HTTP 500, to hang the next M for a while, or to
-take `delay_per_token_s` per generated token (to play a slow replica), or to stall
-`first_use_stall_s` on the first request of each sampling path, every request waiting behind it
-(to play SGLang's first-use kernel JIT; `arrivals` says which path each request had and whether
-that path was compiled when it came). It keeps every request
+be told to fail the first N chat requests with HTTP 500, to hang the next M for a while, to stop
+answering after K (`hang_after`: every later request waits, unanswered, until `release()`: a
+replica that hangs mid-job, as SIGSTOP makes one), to take `delay_per_token_s` per generated
+token (to play a slow replica), or to stall `first_use_stall_s` on the first request of each
+sampling path, every request waiting behind it (to play SGLang's first-use kernel JIT; `arrivals`
+says which path each request had and whether that path was compiled when it came). It keeps every request
 body it got (`bodies`) and echoes it back under `standin_request`, and a `respond` script may
 answer with its own message (tool calls, reasoning_content included, and the token ids it
 stands for) to play a target that diverges from a record or that thinks. With `token_ids` it
@@ -48,9 +49,10 @@ class StandinServer:
         mismatch_when: Callable[[dict[str, Any]], bool] | None = None,
         refuse_ids: str | None = None,
         hold_first: int = 0,
+        hang_after: int | None = None,
     ) -> None:
         self.hold_first = hold_first
-        self._released: asyncio.Event | None = None
+        self._held: asyncio.Event | None = None  # hold_first's requests wait on it
         self.token_ids = token_ids
         self.mismatch_when = mismatch_when
         self.refuse_ids = refuse_ids
@@ -61,6 +63,9 @@ class StandinServer:
         self.delay_per_token_s = delay_per_token_s
         self.max_model_len = max_model_len
         self.respond = respond
+        self.hang_after = hang_after
+        self._released = False
+        self._released_event: asyncio.Event | None = None  # made on the server's loop, at the first hold
         self.bodies: list[dict[str, Any]] = []
         self.first_use_stall_s = first_use_stall_s
         self.compiled: set[str] = set()  # sampling paths already "compiled" (first_use_stall_s)
@@ -106,13 +111,18 @@ class StandinServer:
             self.failed += 1
             return web.json_response({"error": {"message": "stand-in: scripted internal error"}}, status=500)
         if n <= self.hold_first:
-            assert self._released is not None
-            await self._released.wait()
+            assert self._held is not None
+            await self._held.wait()
         if self.refuse_ids and body.get("return_token_ids"):
             return web.json_response({"object": "error", "message": self.refuse_ids, "code": 400}, status=400)
         if n <= self.fail_first + self.hang_next:
             self.hung += 1
             await asyncio.sleep(self.hang_s)
+        if self.hang_after is not None and n > self.hang_after and not self._released:
+            self.hung += 1
+            if self._released_event is None:
+                self._released_event = asyncio.Event()
+            await self._released_event.wait()
         if self.first_use_stall_s is not None:
             await self._first_use(body)
         async with self._slots:  # a server runs a bounded batch; the rest wait, as in an engine
@@ -166,6 +176,14 @@ class StandinServer:
                 await asyncio.sleep(self.first_use_stall_s or 0.0)
                 self.compiled.add(path)
 
+    def release(self) -> None:
+        """Answer the requests held by `hold_first` or `hang_after`, and every later one at once (from any thread)."""
+        self._released = True
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(lambda: self._released_event and self._released_event.set())
+            if self._held is not None:
+                self._loop.call_soon_threadsafe(self._held.set)
+
     # --- running in a background thread (tests) -----------------------------------------
 
     def start(self, port: int = 0) -> str:
@@ -175,7 +193,7 @@ class StandinServer:
         def serve() -> None:
             self._loop = asyncio.new_event_loop()
             asyncio.set_event_loop(self._loop)
-            self._released = asyncio.Event()
+            self._held = asyncio.Event()
             # Hung handlers (the hang faults) are cancelled after 1 s, not 60: stop() then really stops.
             self._runner = web.AppRunner(self.app(), shutdown_timeout=1.0)
             self._loop.run_until_complete(self._runner.setup())
@@ -193,12 +211,8 @@ class StandinServer:
             raise RuntimeError("stand-in server did not start")
         return f"http://127.0.0.1:{self.port}"
 
-    def release(self) -> None:
-        """Answer the requests `hold_first` holds (and every later one at once)."""
-        assert self._loop is not None and self._released is not None
-        self._loop.call_soon_threadsafe(self._released.set)
-
     def stop(self) -> None:
+        self.release()  # held requests end too, so the server stops at once
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
         if self._thread is not None:

@@ -6,6 +6,7 @@ be killed mid-run; the real engine cannot be paced that way. The Ray runner: tes
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import orjson
 import psutil
 import pytest
 from helpers import keys_across_shards, read_jsonl, write_prompts
+from standin_server import StandinServer
 
 from fleetgen.errors import ConfigError
 from fleetgen.export.results import iter_results
@@ -103,6 +105,43 @@ def test_kill9_of_one_shard_process_is_restarted_and_exactly_once(tmp_path, stan
     assert restarted["rows"]["resumed"] > 0  # the restart resumed the killed shard's journal
     assert sorted((r["id"], r["sample"]) for r in iter_results(out)) == sorted(expected)
     assert not list(out.glob(".fleetgen-shards-*"))
+
+
+def test_ctrl_c_on_the_process_group_stops_each_shard_once_and_cleanly(tmp_path):
+    """SIGINT to the whole process group, as a terminal sends Ctrl-C: every sample in flight is finished and recorded.
+
+    Each shard must get one SIGINT (a clean stop), not two (the terminal's and the parent's forward:
+    the second abandons the samples in flight). The STAND-IN counts the requests it got; with no
+    retries and one request per sample, a clean stop records exactly as many samples as were sent.
+    """
+    server = StandinServer(delay_per_token_s=0.01, max_concurrent=32)
+    url = server.start()
+    try:
+        prompts = write_prompts(tmp_path / "p.jsonl", 2000)
+        out = tmp_path / "out"
+        env = {"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"}
+        driver = subprocess.Popen(  # a session of its own: its process group is what a terminal's Ctrl-C reaches
+            [sys.executable, "-m", "fleetgen.cli.app", "generate", str(prompts), "-o", str(out), "--endpoint", url,
+             "--model", "standin", "--samples", "2", "--max-tokens", "8", "--concurrency", "16", "--no-hedge",
+             "--shards", "2", "--shard-runner", "process"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )
+        for name in ("results.shard-0-of-2.jsonl", "results.shard-1-of-2.jsonl"):
+            wait_for_bytes(out / name, 2000)
+        assert driver.poll() is None, "the job finished before the stop: make it longer"
+        os.killpg(driver.pid, signal.SIGINT)
+        _, err = driver.communicate(timeout=120)
+        assert driver.returncode == 130, err[-2000:]
+        keys = keys_across_shards(out)
+        assert max(keys.values()) == 1
+        assert sum(keys.values()) == server.requests, (
+            f"{server.requests - sum(keys.values())} sample(s) sent but not recorded: abandoned by a second SIGINT")
+        for i in range(2):
+            stats = orjson.loads((out / f"stats.shard-{i}-of-2.json").read_bytes())
+            assert stats["interrupted"] and stats["stopped_reason"] == "stopped by SIGINT"
+        assert err.count("stopping: waiting up to") == 2, err[-2000:]  # once per shard, no abandonment
+    finally:
+        server.stop()
 
 
 def test_the_runner_follows_the_fleet_states_backend(tmp_path):

@@ -114,23 +114,36 @@ def test_kill_run_mid_generate_then_resume_skips_finished_stages(tmp_path):
 
 
 def test_replica_killed_during_run_is_restarted_and_nothing_is_lost(tmp_path):
-    # Big enough that the survivor is still busy when the restarted replica is back (~1 min).
+    # The job is held open until the restart is seen: the survivor is frozen (SIGSTOP of its process
+    # group) before the victim is killed, and thawed once the log says the victim is back. Before, the
+    # survivor could finish every row while the victim restarted, and the run ended with no restart line.
     job = write_job(tmp_path, total=120, samples=2, max_tokens=96)
+    spec = yaml.safe_load(job.read_text())
+    spec["hang_timeout_s"] = 900  # the frozen survivor answers no health check: it must not be restarted too
+    job.write_text(yaml.safe_dump(spec))
     work = tmp_path / "work"
     log = tmp_path / "run.log"
     proc = start_run(job, log=log)
+    frozen = None
     try:
         wait_for(lambda: len(lines(work / "generate" / "results.jsonl")) >= 1, 900, proc, "a first result")
-        victim = read_state(work / "fleet").replicas[1]
+        survivor, victim = read_state(work / "fleet").replicas[:2]
+        frozen = os.getpgid(survivor.pid)
+        os.killpg(frozen, signal.SIGSTOP)
         os.kill(victim.pid, signal.SIGKILL)
+        wait_for(lambda: "replica 1: restarted" in log.read_text(), 600, proc, "the restart of replica 1")
+        os.killpg(frozen, signal.SIGCONT)
+        frozen = None
         assert proc.wait(1200) == 0, log.read_text()[-3000:]
         text = log.read_text()
-        assert "replica 1: dead" in text and "replica 1: restarted" in text, text[-3000:]
+        assert "replica 1: dead" in text and "restart_abandoned" not in text, text[-3000:]
         stats = json.loads((work / "generate" / "stats.json").read_text())
         assert stats["replica_restarts"] == {"1": 1}
         assert_exactly_once(work / "generate", work / "prompts.jsonl", samples=2)
         assert not (work / "fleet" / "fleet.json").exists(), "the run stops its fleet at the end"
     finally:
+        if frozen is not None:
+            os.killpg(frozen, signal.SIGCONT)
         if proc.poll() is None:
             proc.kill()
         down(work / "fleet", grace_s=5)

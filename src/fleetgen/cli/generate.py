@@ -19,6 +19,7 @@ from fleetgen.config import validate
 from fleetgen.errors import ConfigError
 from fleetgen.generate import GenerateConfig, ShardDone, ShardedRun, Stats, generate, run_shards
 from fleetgen.generate.token_ids import MISSING
+from fleetgen.generate.stats import describe_silence
 
 console = Console(stderr=True)
 
@@ -148,19 +149,22 @@ def _run_with_progress(cfg: GenerateConfig) -> Stats:
 
 def _print_summary(s: Stats, outdir: Path) -> None:
     t = Table(title=f"generate: {outdir}")
-    for col in ("", "ok", "errors / 4xx", "truncated", "out tokens", "tok/s", "requests", "failures", "hedges"):
+    for col in ("", "ok", "errors / 4xx", "truncated", "out tokens", "tok/s", "requests", "failures", "hedges", "moved"):
         t.add_column(col, justify="right")
     for r in s.replicas:
         rate = r.completion_tokens / s.elapsed_s if s.elapsed_s else 0
         t.add_row(
             f"replica {r.index}", str(r.ok), str(r.rejected), "", str(r.completion_tokens), f"{rate:.1f}",
-            str(r.requests), str(r.failures), str(r.hedges),
+            str(r.requests), str(r.failures), str(r.hedges), str(r.moved),
         )
     t.add_row(
         "[bold]total", str(s.ok), str(s.errors), str(s.truncated), str(s.completion_tokens),
-        f"{s.output_tokens_per_s:.1f}", "", "", "",
+        f"{s.output_tokens_per_s:.1f}", "", "", "", "",
     )
     print_whole(console, t)
+    for r in s.replicas:
+        if (gone := s.stopped_answering(r)) is not None:
+            console.print(f"[yellow]replica {r.index} ({r.endpoint}) stopped answering[/] {describe_silence(gone)}")
     tail = f"wall {s.elapsed_s:.1f}s; {s.resumed} already done before this run"
     if s.stopped_reason:
         tail += f"; {s.stopped_reason}"

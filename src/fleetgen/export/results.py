@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from fleetgen.errors import InputError
+from fleetgen.generate.doneset import DoneSet
 
 THINK_MARKERS = ("<think>", "</think>")
 
@@ -37,8 +38,11 @@ def result_files(outdir: Path) -> list[Path]:
 def iter_results(outdir: Path, counts: ReadCounts | None = None) -> Iterator[dict[str, Any]]:
     """Every result record once; a torn or corrupt line is counted and skipped, never fatal."""
     counts = counts if counts is not None else ReadCounts()
-    seen: set[tuple[str, int]] = set()
+    # The (id, sample) pairs seen, in generate's done set (32-64 bytes an id, whatever its length):
+    # a set of tuples cost ~150 bytes a pair, 1.5 GB at 10M rows (BENCHMARKS.md, "export dedup").
+    seen = DoneSet()
     counts.files = result_files(outdir)
+    seen.reserve(_expected_rows(counts.files))  # sized once: growing it rehashes every slot each time
     for path in counts.files:
         with open(path, "rb") as f:
             for line in f:
@@ -52,12 +56,31 @@ def iter_results(outdir: Path, counts: ReadCounts | None = None) -> Iterator[dic
                 if not isinstance(rec, dict) or not isinstance(rec.get("messages"), list):
                     counts.corrupt_lines += 1
                     continue
-                key = (str(rec.get("id")), int(rec.get("sample") or 0))
-                if key in seen:
+                try:
+                    sample = int(rec.get("sample") or 0)
+                except (TypeError, ValueError):
+                    sample = -1
+                if sample < 0:
+                    counts.corrupt_lines += 1  # generate writes samples 0, 1, ...: not one of its rows
+                    continue
+                if not seen.add(str(rec.get("id")), sample):
                     counts.duplicates += 1
                     continue
-                seen.add(key)
                 yield rec
+
+
+def _expected_rows(files: list[Path], sample_bytes: int = 1 << 18) -> int:
+    """About how many lines the files hold: their size over the mean line length of the first file's start.
+
+    Capped at one line per 64 bytes (no result line is shorter), so a short start cannot oversize the table.
+    """
+    total = sum(p.stat().st_size for p in files)
+    with open(files[0], "rb") as f:
+        head = f.read(sample_bytes)
+    lines = head.count(b"\n")
+    if not lines:
+        return total // sample_bytes
+    return min(total * lines // len(head), total // 64)
 
 
 def error_files(outdir: Path) -> list[Path]:

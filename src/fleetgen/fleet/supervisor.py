@@ -22,7 +22,7 @@ from fleetgen.fleet.state import ReplicaState, read_state
 @dataclass
 class SupervisorEvent:
     index: int
-    kind: str  # "dead", "hung", "restarted", "restart_failed", "gave_up"
+    kind: str  # "dead", "hung", "restarted", "restart_failed", "gave_up", "restart_abandoned"
     detail: str = ""
     at: float = field(default_factory=time.time)
 
@@ -64,7 +64,7 @@ class Supervisor:
         self.events: list[SupervisorEvent] = []
         self._watch: dict[int, _Watch] = {}
         self._task: asyncio.Task | None = None
-        self._restarts: set[asyncio.Task] = set()
+        self._restarts: dict[asyncio.Task, int] = {}  # restarts in progress, and the replica of each
         self._backend: Backend | None = None
 
     @property
@@ -82,7 +82,16 @@ class Supervisor:
         self._task = asyncio.create_task(self._loop())
         return self
 
+    @property
+    def restarting(self) -> list[int]:
+        """Replicas whose restart is under way (waiting out its back-off, or starting)."""
+        return sorted(i for t, i in self._restarts.items() if not t.done())
+
     async def __aexit__(self, *exc) -> None:
+        # The job ended first (the survivors finished the rows): say so, or the log shows a death and no restart.
+        for index in self.restarting:
+            self._emit(SupervisorEvent(index, "restart_abandoned",
+                                       "the job ended while it was still restarting; the restart is cancelled"))
         for task in [self._task, *self._restarts]:
             if task:
                 task.cancel()
@@ -132,8 +141,8 @@ class Supervisor:
             return
         watch.busy = True
         task = asyncio.create_task(self._do_restart(index, watch))
-        self._restarts.add(task)
-        task.add_done_callback(self._restarts.discard)
+        self._restarts[task] = index
+        task.add_done_callback(lambda t: self._restarts.pop(t, None))
 
     async def _do_restart(self, index: int, watch: _Watch) -> None:
         await asyncio.sleep(self.backoff_s * (2**watch.restarts))

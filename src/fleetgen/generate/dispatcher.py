@@ -52,11 +52,11 @@ class DispatchPolicy:
 class Replica:
     """One server as the dispatcher sees it; its counters live in `stats`."""
 
-    def __init__(self, index: int, endpoint: str, window: int) -> None:
+    def __init__(self, index: int, endpoint: str, window: int, stall_after_s: float = 10.0) -> None:
         self.index = index
         self.endpoint = endpoint
         self.window = window
-        self.stats = ReplicaStats(index=index, endpoint=endpoint, window=window)
+        self.stats = ReplicaStats(index=index, endpoint=endpoint, window=window, stall_after_s=stall_after_s)
         self.consecutive_failures = 0
         self.retry_at = 0.0  # when out of rotation: earliest time a probe request may go
         self.cooldown = 0.0
@@ -89,7 +89,8 @@ class Dispatcher:
     ) -> None:
         if not endpoints:
             raise ValueError("no endpoints")
-        self.replicas = [Replica(i, e, window) for i, e in enumerate(endpoints)]
+        # Silence as long as hedging waits before it re-sends a request counts as "stopped answering".
+        self.replicas = [Replica(i, e, window, policy.hedge_after_s) for i, e in enumerate(endpoints)]
         # Every replica this run has used, replaced ones included: what stats.json reports.
         self.all_stats = [r.stats for r in self.replicas]
         self.policy = policy
@@ -131,7 +132,7 @@ class Dispatcher:
         old = self.replicas[index]
         if old.endpoint == endpoint:
             return False
-        new = Replica(index, endpoint, old.window)
+        new = Replica(index, endpoint, old.window, self.policy.hedge_after_s)
         self.replicas[index] = new
         self.all_stats.append(new.stats)
         self._all_down_since = None
@@ -237,6 +238,8 @@ class Dispatcher:
             r.probing = True
         r.stats.outstanding += 1
         r.stats.requests += 1
+        if r.stats.first_request_at is None:
+            r.stats.first_request_at = self.clock()
         return r
 
     def try_acquire(self, key: str | None = None) -> Replica | None:
@@ -276,6 +279,7 @@ class Dispatcher:
                 r.stats.in_rotation = True
                 r.cooldown = 0.0
             self._all_down_since = None
+            r.stats.answered(self.clock())
             if rejected:
                 r.stats.rejected += 1
             else:
@@ -361,6 +365,7 @@ class Dispatcher:
             result = await fn(r)
         except asyncio.CancelledError:
             if flight is None:
+                r.stats.silent += 1
                 self.release(r)  # no outcome: the run is abandoning it
                 raise
             if not self._after_cancel(flight):  # (it returns the slot)
@@ -375,6 +380,7 @@ class Dispatcher:
             self._leave(flight)
             if flight.state is _TWIN_WON:  # fn swallowed the cancel that the twin's answer sent it
                 flight.task.uncancel()  # type: ignore[union-attr]
+                r.stats.silent += 1
                 self.release(r)
                 return flight.twin.result(), flight.twin_replica  # type: ignore[union-attr,return-value]
         self.release(r, ok=True)
@@ -400,6 +406,7 @@ class Dispatcher:
         """The first request was cancelled: True if by its twin's answer (take that), False if from outside."""
         won = flight.state is _TWIN_WON
         self._leave(flight)
+        flight.replica.stats.silent += 1  # it got no answer there: its twin's came first, or the run abandons it
         self.release(flight.replica)
         # Cancelled from outside as well (the count stays above 0): the run is abandoning it.
         return won and flight.task.uncancel() == 0  # type: ignore[union-attr]
@@ -469,12 +476,15 @@ class Dispatcher:
             self._release_after(other, exc)  # the first request goes on (or, if it failed too, this error ends it)
             return
         if flight.state is _OVER:
+            other.stats.answered(self.clock())
             self.release(other)  # answered too, but the first answer already won
             return
         self.release(other, ok=True)
         self._observe(other, flight.started)
         if flight.state is _RACING and flight.task is not None:  # (None: run outside a task, nothing to cancel)
             flight.state = _TWIN_WON
+            flight.replica.stats.moved += 1
+            flight.replica.stats.silent_moved += 1
             flight.task.cancel()  # the first request is still inside `await fn(r)`: the cancel lands there
 
     def _release_after(self, r: Replica, exc: BaseException) -> None:

@@ -23,6 +23,7 @@ import orjson
 from fleetgen.errors import InputError, OutputError, ResumeMismatchError
 from fleetgen.generate import keyindex
 from fleetgen.generate.doneset import DoneSet, id_hash
+from fleetgen.generate.job_history import HISTORY, record_identity
 from fleetgen.generate.keyindex import line_start
 
 RESULTS = "results.jsonl"
@@ -250,9 +251,14 @@ def archive_errors(outdir: Path, suffix: str = "") -> Path | None:
     return target
 
 
-def check_identity(outdir: Path, identity: dict[str, Any], *, force: bool) -> None:
-    """Record the job's identity, or refuse to resume a directory that belongs to another job."""
+def check_identity(outdir: Path, identity: dict[str, Any], *, force: bool) -> str:
+    """Record the job's identity, or refuse to resume a directory that belongs to another job.
+
+    Returns the identity's digest, which every row of this run carries; job-history.jsonl keeps
+    each identity the directory was run with (job_history.py), so a forced run loses none.
+    """
     path = outdir / JOB
+    recorded, forced = None, False
     if path.exists():
         try:
             recorded = orjson.loads(path.read_bytes())
@@ -265,7 +271,13 @@ def check_identity(outdir: Path, identity: dict[str, Any], *, force: bool) -> No
                     f"{outdir} holds a different job: {diffs}",
                     hint="use the original settings, another --output directory, or --force to resume anyway",
                 )
+            forced = True
+    try:
+        digest = record_identity(outdir, identity, previous=recorded, forced=forced)
+    except OSError as e:
+        raise output_error(outdir / HISTORY, e) from None
     write_atomic(path, orjson.dumps(identity, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+    return digest
 
 
 def _identity_diff(old: Any, new: dict[str, Any]) -> str:

@@ -60,14 +60,18 @@ class Batch:
         return len(self.results) + len(self.errors)
 
 
-def record(outcome: Outcome, batch: Batch, done: DoneSet, stats: Stats) -> None:
-    """Add the outcome's line to the batch and advance the counters; a pair already recorded is dropped."""
+def record(outcome: Outcome, batch: Batch, done: DoneSet, stats: Stats, job: str | None = None) -> None:
+    """Add the outcome's line to the batch and advance the counters; a pair already recorded is dropped.
+
+    `job` is the digest of the identity the run was made with (job_history.py): each line carries it.
+    """
+    tag = {"job": job} if job is not None else {}
     match outcome:
         case Completed():
             if not done.add(outcome.id, outcome.sample):
                 stats.duplicates_dropped += 1
                 return
-            batch.results.append(dumps_line({"id": outcome.id, "sample": outcome.sample, **outcome.record}))
+            batch.results.append(dumps_line({"id": outcome.id, "sample": outcome.sample, **outcome.record, **tag}))
             stats.ok += 1
             stats.truncated += outcome.truncated
             stats.count_tool_turns(outcome.record)
@@ -83,7 +87,8 @@ def record(outcome: Outcome, batch: Batch, done: DoneSet, stats: Stats) -> None:
                     return
                 done.bad_lines.add(outcome.line)
             batch.errors.append(
-                dumps_line({"id": outcome.id, "sample": None, "line": outcome.line, "kind": outcome.kind, "reason": outcome.reason})
+                dumps_line({"id": outcome.id, "sample": None, "line": outcome.line, "kind": outcome.kind, "reason": outcome.reason,
+                            **tag})
             )
             stats.errors += 1
             stats.input_errors += 1
@@ -101,6 +106,7 @@ def record(outcome: Outcome, batch: Batch, done: DoneSet, stats: Stats) -> None:
                         "kind": outcome.kind,
                         "reason": outcome.reason,
                         **outcome.extra,
+                        **tag,
                     }
                 )
             )

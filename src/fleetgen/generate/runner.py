@@ -176,7 +176,7 @@ async def _run(
             identity["shards"] = shard.count  # another split (or none) would not find this one's rows
         outdir = Path(config.output_dir)
         outdir.mkdir(parents=True, exist_ok=True)
-        check_identity(outdir, identity, force=config.force)
+        job = check_identity(outdir, identity, force=config.force)
         files, mark = list(journal_names(shard.suffix)[:2]), f"complete{shard.suffix}.json"
         resumed = None if config.retry_errors else read_complete(outdir, identity, config.samples, files, mark)
         if resumed is not None:  # nothing changed since a run resolved every row: nothing to read or do
@@ -201,7 +201,7 @@ async def _run(
             # loop only waits on the writer when the disk is truly behind.
             journal, done, stats, queue_size=max(4 * dispatcher.capacity, WRITER_QUEUE_MIN),
             commit_interval_s=config.commit_interval_s, on_commit=on_progress,
-            on_durable=progress.advance if progress is not None else None,
+            on_durable=progress.advance if progress is not None else None, job=job,
         )
         loop = _Loop(session, writer, done, stats, stop, shard, progress)
         watch = asyncio.create_task(follow_fleet(config.fleet_state, dispatcher, Shard.parse(config.replica_slice))) if config.fleet_state else None

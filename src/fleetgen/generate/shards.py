@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -172,34 +173,52 @@ def run_processes(configs: list[GenerateConfig], retries: int) -> list[ShardOutc
     if key is not None:
         env["FLEETGEN_API_KEY"] = key.get_secret_value()  # through the environment: never in a file or argv
     procs: dict[int, subprocess.Popen] = {}
+    stopping = threading.Event()  # a stop signal came: a shard that dies now is not started again
 
     def one(cfg: GenerateConfig) -> ShardOutcome:
         index = Shard.parse(cfg.shard).index
         body = cfg.model_dump_json(exclude={"api_key"})
         for attempt in range(retries + 1):
+            if stopping.is_set():  # the run was stopped before this shard (or its restart) could start
+                return ShardFailed(index, "not started: the run was stopped", "run the same command again to resume")
+            # A process group of its own: the terminal's Ctrl-C reaches the parent only, which forwards
+            # it once (below). In the terminal's group each child got two SIGINTs per Ctrl-C, the
+            # terminal's and the parent's, and the second abandons the samples in flight.
             proc = subprocess.Popen(
                 [sys.executable, "-c", "from fleetgen.generate.shards import child_main; child_main()"],
-                env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, process_group=0,
             )
             procs[index] = proc
             out, _ = proc.communicate(body)
             if proc.returncode >= 0:
                 return _outcome(index, out, proc.returncode, f"pid {proc.pid}")
             name = signal.Signals(-proc.returncode).name
+            if stopping.is_set():  # stopped on purpose (a signal during its start-up): not a death to retry
+                return ShardFailed(index, f"stopped by {name} before it could finish cleanly",
+                                   "run the same command again: it resumes from its journal")
             if attempt < retries:
                 print(f"note: shard {cfg.shard} died ({name}); starting it again ({attempt + 1} of {retries}): "
                       "it resumes from its journal", file=sys.stderr)
         return ShardFailed(index, f"its process died ({name}) {retries + 1} times", "read its output above")
 
-    with ThreadPoolExecutor(len(configs)) as pool:
-        futures = [pool.submit(one, cfg) for cfg in configs]
-        try:
+    def forward(signum: int, frame: object = None) -> None:
+        """Each stop signal the parent gets, each shard gets once: the first stops it cleanly (in-flight
+        samples finish), a second abandons them, as in one process. A hang-up stops them as SIGTERM does."""
+        stopping.set()
+        for p in list(procs.values()):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM if signum == signal.SIGHUP else signum)
+
+    handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    on_main = threading.current_thread() is threading.main_thread()  # only there can handlers be set
+    before = {sig: signal.signal(sig, forward) for sig in handled} if on_main else {}
+    try:
+        with ThreadPoolExecutor(len(configs)) as pool:
+            futures = [pool.submit(one, cfg) for cfg in configs]
             return [f.result() for f in futures]
-        except KeyboardInterrupt:  # the shards got the terminal's SIGINT too; make sure, then let them stop cleanly
-            for p in procs.values():
-                if p.poll() is None:
-                    p.send_signal(signal.SIGINT)
-            return [f.result() for f in futures]
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 def _outcome(index: int, out: str, code: int, where: str) -> ShardOutcome:

@@ -49,6 +49,37 @@ class ReplicaStats:
     warming: bool = False  # held out of rotation while its sampling paths compile (warmup.py)
     warmup_error: str | None = None  # why its warm-up failed: it took no work this run
     latency: LatencyHistogram = field(default_factory=LatencyHistogram)
+    # Requests whose answer came from a twin on another replica while this one's was still running.
+    moved: int = 0
+    # A replica that hangs (SIGSTOP, a wedged engine) fails nothing: its requests just get no answer,
+    # and hedging re-sends them. What tells it apart: requests it got that ended unanswered since its
+    # last answer (`silent`, of them `silent_moved` answered elsewhere), and how long that has been.
+    first_request_at: float | None = None  # clock time of its first request
+    last_answer_at: float | None = None  # clock time of its last answer (a 4xx is an answer too)
+    silent: int = 0
+    silent_moved: int = 0
+    stall_after_s: float = 10.0  # silence this long, with requests unanswered, is "stopped answering"
+
+    def answered(self, now: float) -> None:
+        self.last_answer_at = now
+        self.silent = self.silent_moved = 0
+
+    def stopped_answering_since(self, now: float) -> float | None:
+        """Clock time of its last answer (or first request) when it has since left requests unanswered
+        for at least `stall_after_s`; None while it answers."""
+        since = self.last_answer_at if self.last_answer_at is not None else self.first_request_at
+        if since is None or not (self.silent or self.outstanding) or now - since < self.stall_after_s:
+            return None
+        return since
+
+
+def describe_silence(gone: dict[str, Any]) -> str:
+    """The words after "replica N stopped answering" for Stats.stopped_answering's dict (summary, report)."""
+    text = (f"{gone['since_s']:.1f}s into the run (its last answer; silent for {gone['silent_for_s']:.1f}s): "
+            f"{gone['unanswered']} request(s) got no answer there, {gone['moved']} of them answered by another replica")
+    if gone.get("in_flight"):
+        text += f", {gone['in_flight']} still in flight"
+    return text
 
 
 @dataclass
@@ -122,6 +153,15 @@ class Stats:
         rate = self.samples_per_s
         return self.remaining / rate if rate > 0 else None
 
+    def stopped_answering(self, r: ReplicaStats) -> dict[str, Any] | None:
+        """What stats.json and the summary say of a replica that stopped answering: since when, what moved."""
+        now = self.finished if self.finished is not None else self.clock()
+        since = r.stopped_answering_since(now)
+        if since is None:
+            return None
+        return {"since_s": round(since - self.started, 1), "silent_for_s": round(now - since, 1),
+                "unanswered": r.silent, "moved": r.silent_moved, "in_flight": r.outstanding}
+
     def to_dict(self) -> dict[str, Any]:
         e = self.elapsed_s
         return {
@@ -168,6 +208,8 @@ class Stats:
                     "output_tokens_per_s": round(r.completion_tokens / e, 2) if e > 0 else 0.0,
                     "ejections": r.ejections,
                     **({"warmup_error": r.warmup_error} if r.warmup_error else {}),
+                    "moved": r.moved,
+                    "stopped_answering": self.stopped_answering(r),
                 }
                 for r in self.replicas
             ],

@@ -26,6 +26,7 @@ class Writer:
         commit_interval_s: float = 0.0,
         on_commit: Callable[[Stats], None] | None = None,
         on_durable: Callable[[], None] | None = None,
+        job: str | None = None,
     ) -> None:
         self.journal = journal
         self.done = done
@@ -33,6 +34,7 @@ class Writer:
         self.commit_interval_s = commit_interval_s
         self.on_commit = on_commit
         self.on_durable = on_durable  # after each commit that succeeded: the done set now equals the disk
+        self.job = job  # the digest of the job's identity, on every line (job_history.py)
         self._queue: asyncio.Queue[object] = asyncio.Queue(maxsize=queue_size)
         self.error: OutputError | None = None
 
@@ -59,7 +61,7 @@ class Writer:
                 if item is _CLOSE:
                     closing = True
                 elif self.error is None:  # after a failed commit, nothing more is recorded or counted
-                    record(item, batch, self.done, self.stats)  # type: ignore[arg-type]
+                    record(item, batch, self.done, self.stats, self.job)  # type: ignore[arg-type]
             if batch and self.error is None:
                 # fsync may take milliseconds; outcomes that arrive meanwhile join the next batch.
                 try:

@@ -8,9 +8,11 @@ from pathlib import Path
 
 import numpy as np
 
+from fleetgen.generate.stats import describe_silence
 from fleetgen.report import plots
 from fleetgen.report.data import Run, load_run
 from fleetgen.report.document import Document
+from fleetgen.report.identities import identities_section
 from fleetgen.report.profiles import profiles_section
 from fleetgen.report.tool_turns import tool_turns_section
 
@@ -52,6 +54,7 @@ def build_report(
     doc = Document("fleetgen run report")
 
     _overview(doc, run)
+    identities_section(doc, run)
     target = _mix_target(run)
     doc.heading("Mix")
     doc.text("Share of prompt ids per `meta.domain`" + (" against the mix recipe's target." if target else "."))
@@ -193,7 +196,11 @@ def _replica_table(doc: Document, run: Run) -> None:
     if not reps:
         return
     doc.table(
-        ["replica", "endpoint", "requests", "ok", "failures", "completion tokens", "output tok/s", "ejections"],
+        ["replica", "endpoint", "requests", "ok", "failures", "completion tokens", "output tok/s", "ejections", "moved"],
         [[r.get("index"), r.get("endpoint"), r.get("requests"), r.get("ok"), r.get("failures"),
-          r.get("completion_tokens"), r.get("output_tokens_per_s"), r.get("ejections")] for r in reps],
+          r.get("completion_tokens"), r.get("output_tokens_per_s"), r.get("ejections"), r.get("moved", "-")] for r in reps],
     )
+    for r in reps:
+        gone = r.get("stopped_answering")
+        if gone:
+            doc.text(f"Replica {r.get('index')} ({r.get('endpoint')}) stopped answering {describe_silence(gone)}.")

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetgen.export.results import ReadCounts, domain_of, finish_reasons, iter_errors, iter_results
+from fleetgen.generate.job_history import read_history
 
 
 @dataclass(slots=True)
@@ -32,6 +33,7 @@ class Row:
     ids_missing: tuple[str, ...] = ()  # why, for each turn without ids (token_ids.MISSING labels, or "not requested")
     profile: str | None = None  # the sampling profile, in a job with profiles
     cut: str | None = None  # why the sample ended at the target's turn (generate/tool_turns.py)
+    job: str | None = None  # digest of the job identity that made the row (generate/job_history.py)
 
 
 @dataclass
@@ -47,6 +49,8 @@ class Run:
     mix: dict[str, Any] | None = None
     model: str | None = None
     corrupt_lines: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)  # job-history.jsonl: each identity it ran with
+    error_jobs: Counter = field(default_factory=Counter)  # error rows per job digest (None: untagged)
 
 
 def _shard_stats(outdir: Path) -> dict[str, Any] | None:
@@ -113,15 +117,18 @@ def load_run(outdir: Path, mix_report: Path | None = None) -> Run:
                 ids_missing=_ids_missing(rec, len(assistants)) if with_ids < len(assistants) else (),
                 profile=rec.get("profile"),
                 cut=(rec.get("cut") or {}).get("reason"),
+                job=rec.get("job"),
             )
         )
     run.corrupt_lines = counts.corrupt_lines
     for rec in iter_errors(outdir):
         reason = error_reason(rec)
         run.errors[reason] += 1
+        run.error_jobs[rec.get("job")] += 1
         run.error_examples.setdefault(reason, f"{rec.get('id')}#{rec.get('sample')}: {str(rec.get('reason'))[:160]}")
     run.stats = _json(run.outdir / "stats.json") or _shard_stats(run.outdir)
     run.job = _json(run.outdir / "job.json")
+    run.history = read_history(run.outdir)
     if mix_report is not None:
         path = mix_report / "summary.json" if mix_report.is_dir() else mix_report
         run.mix = _json(path)

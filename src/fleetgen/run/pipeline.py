@@ -16,6 +16,7 @@ from fleetgen.fleet.plan import api_key_of
 from fleetgen.fleet.supervisor import Supervisor, SupervisorEvent
 from fleetgen.generate import GenerateConfig
 from fleetgen.generate import run as generate_run
+from fleetgen.generate.stats import describe_silence
 from fleetgen.generate.records import fingerprint as prompts_fingerprint
 from fleetgen.run.config import JobConfig
 from fleetgen.run.stages import StageBook, fingerprint
@@ -174,6 +175,9 @@ class Pipeline:
             if state_dir is not None and not self.keep_fleet:
                 n = await asyncio.to_thread(down, state_dir)
                 self.say("fleet", "info", f"fleet stopped ({n} processes)")
+        for r in stats.replicas:
+            if (gone := stats.stopped_answering(r)) is not None:
+                self.say("generate", "info", f"replica {r.index} ({r.endpoint}) stopped answering {describe_silence(gone)}")
         if stats.interrupted or stats.done < stats.total:
             raise FleetgenError(
                 f"generate stopped before the end ({stats.done}/{stats.total} done: {stats.stopped_reason or 'interrupted'})",
