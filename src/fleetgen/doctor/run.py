@@ -11,6 +11,7 @@ from fleetgen.doctor.cubin import check_cubin, probe_flashinfer
 from fleetgen.doctor.engine_import import check_engine_import, probe_import
 from fleetgen.doctor.gpus import check_gpus
 from fleetgen.doctor.host import Host
+from fleetgen.doctor.token_path import check_token_path
 from fleetgen.doctor.kernels import check_kernels, check_loader, probe_kernels
 from fleetgen.doctor.memory import check_memory
 from fleetgen.doctor.modelinfo import ModelInfo, read_model
@@ -32,7 +33,9 @@ def run_doctor(config: DoctorConfig, host: Host | None = None) -> DoctorReport:
     tcuda = torch.cuda_version
     checks.append(check_loader(host, snap, tcuda))
     if config.engine:
-        checks.append(check_kernels(probe_kernels(host, config.engine), config.engine, host, snap, torch.version, tcuda))
+        kernels = probe_kernels(host, config.engine)
+        checks.append(check_kernels(kernels, config.engine, host, snap, torch.version, tcuda))
+        checks.append(check_token_path(config.engine, kernels.versions))
         checks.append(check_cubin(probe_flashinfer(host)))
         if snap.gpus:  # the whole server import: slow (~20 s), and only GPU machines start these engines' servers
             checks.append(check_engine_import(probe_import(host, config.engine), config.engine, host))
