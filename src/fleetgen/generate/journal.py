@@ -329,6 +329,17 @@ _WHAT_TO_DO = {
 }
 
 
+def make_output_dir(outdir: Path) -> Path:
+    """The output directory, created if need be; an InputError saying what to do if it cannot be."""
+    outdir = Path(outdir)
+    try:
+        outdir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"cannot create output directory {outdir}: {e.strerror}",
+                         hint="pass -o a directory (new or existing) you can write to, not a file") from None
+    return outdir
+
+
 def output_error(path: Path, e: OSError) -> OutputError:
     """An OSError on the output directory, with the file, the cause and what to do."""
     cause = e.strerror or str(e)
@@ -390,11 +401,7 @@ class Journal:
 
         `lease` (lease.Lease), taken before: every commit checks it still holds the journal.
         """
-        outdir = Path(outdir)
-        try:
-            outdir.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise InputError(f"cannot create output directory {outdir}: {e.strerror}") from None
+        outdir = make_output_dir(outdir)
         for name in journal_names(suffix)[:2]:
             try:
                 cut = repair(outdir / name)

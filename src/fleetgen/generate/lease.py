@@ -39,8 +39,8 @@ from typing import Any
 import orjson
 import psutil
 
-from fleetgen.errors import InputError, LeaseHeldError, LeaseLostError, OutputError
-from fleetgen.generate.journal import output_error
+from fleetgen.errors import LeaseHeldError, LeaseLostError, OutputError
+from fleetgen.generate.journal import make_output_dir, output_error
 
 POLL_S = 0.2  # how often a waiting shard attempt tries the lock again
 _NO_FLOCK = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)  # file systems without flock
@@ -70,11 +70,7 @@ class Lease:
     @classmethod
     def acquire(cls, outdir: Path, suffix: str = "", *, group: str | None = None, wait_s: float = 0.0) -> Lease:
         """Take the journal's lease, or raise LeaseHeldError naming its holder (see the module docstring)."""
-        outdir = Path(outdir)
-        try:
-            outdir.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise InputError(f"cannot create output directory {outdir}: {e.strerror}") from None
+        outdir = make_output_dir(outdir)
         path = outdir / lease_name(suffix)
         deadline = time.monotonic() + wait_s
         while True:
