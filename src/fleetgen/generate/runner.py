@@ -36,6 +36,7 @@ from fleetgen.generate.shard import Shard
 from fleetgen.generate.stats import Clock, Stats
 from fleetgen.generate.watch import JobWatch
 from fleetgen.generate.watermark import Progress, job_digest
+from fleetgen.generate.stamp import stamped_fingerprint
 from fleetgen.generate.writer import Writer
 
 if TYPE_CHECKING:
@@ -149,7 +150,7 @@ async def _run(
         raise ConfigError("generate() runs one process; shards (--shards N) are run by fleetgen.generate.shards.run_shards",
                           hint="call run_shards(config), or use `fleetgen generate --shards N`")
     target = resolve_target(config)
-    fp, rows = await asyncio.to_thread(fingerprint, config.prompts)
+    fp, rows = await asyncio.to_thread(stamped_fingerprint, config.prompts, config.output_dir)  # stamp.py
     stats = Stats(clock=clock, total=rows * config.samples)
     dispatcher = Dispatcher(target.endpoints, target.window, _policy(config), clock=clock, stats=stats)
     stats.replicas = dispatcher.all_stats
