@@ -142,7 +142,7 @@ def play(prompts: Path, outdir: Path, samples: int, shard: Shard, rng: random.Ra
                 check()
     if steps is None:
         progress.close()
-        journal.save_done()  # what _Loop.run does after a run's writer ended without an error
+        journal.save_done(if_changed=True)  # what _Loop.run does after a run's writer ended without an error
     elif progress._fd is not None:
         os.close(progress._fd)  # killed: nothing more is written
     journal.close()

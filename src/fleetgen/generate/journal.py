@@ -158,8 +158,9 @@ def _from_snapshot(outdir: Path, suffix: str) -> tuple[DoneSet, keyindex.Loaded,
     return done, loaded, snap.errors_end
 
 
-def _load_done(outdir: Path, *, update_index: bool, suffix: str) -> tuple[DoneSet, bool]:
-    """load_done, and whether the key index is now level with the results (a done-set snapshot may name its length)."""
+def _load_done(outdir: Path, *, update_index: bool, suffix: str) -> tuple[DoneSet, bool, bool]:
+    """load_done; whether the key index is now level with the results (a done-set snapshot may name its length);
+    whether a snapshot was used."""
     names = journal_names(suffix)
     results, index = outdir / names[0], outdir / names[2]
 
@@ -208,7 +209,7 @@ def _load_done(outdir: Path, *, update_index: bool, suffix: str) -> tuple[DoneSe
                         done.errors += 1
                 elif isinstance(rid, str) and done.add(rid, sample):
                     done.errors += 1
-    return done, level
+    return done, level, snapped is not None
 
 
 class _IndexLeveler:
@@ -411,6 +412,7 @@ class Journal:
         # key index is level with the results (a snapshot records its length only then).
         self.done: DoneSet | None = None
         self.index_level = False
+        self._unsaved = True  # the done set holds more than the snapshot on disk (open clears it when it used one)
         self._snapshot_at, self._snapshot_cost = time.monotonic(), 0.0
 
     @classmethod
@@ -433,9 +435,9 @@ class Journal:
                 archive_errors(outdir, suffix)
             except OSError as e:
                 raise output_error(outdir / journal_names(suffix)[1], e) from None
-        done, level = _load_done(outdir, update_index=True, suffix=suffix)
+        done, level, snapped = _load_done(outdir, update_index=True, suffix=suffix)
         journal = cls(outdir, suffix)
-        journal.done, journal.index_level = done, level
+        journal.done, journal.index_level, journal._unsaved = done, level, not snapped
         _fsync_dir(outdir)
         return journal, done
 
@@ -454,6 +456,7 @@ class Journal:
         if self.done is not None:  # `record` put each line's key in the done set; these count them as a scan would
             self.done.results += len(results)
             self.done.errors += len(errors)
+            self._unsaved = True
         if self._snapshot_due():  # the caller recorded exactly this batch: the done set equals the disk
             self.save_done()
 
@@ -461,13 +464,16 @@ class Journal:
         elapsed = time.monotonic() - self._snapshot_at
         return elapsed >= max(self.snapshot_every_s, 50 * self._snapshot_cost)
 
-    def save_done(self) -> None:
+    def save_done(self, *, if_changed: bool = False) -> None:
         """Write the done-set snapshot; only when the done set equals the journal on disk (after a commit, at a run's end).
 
+        if_changed (a run's end): not when this run committed nothing and its done set came from a
+        snapshot: a resume with nothing to do then writes nothing (the snapshot on disk may hold a
+        prefix; the next resume reads the same few index frames after it).
         Advisory: without a level key index nothing is written (the snapshot could not say where
         to read the index on), and an OSError leaves the old snapshot, which stays true of a prefix.
         """
-        if self.done is None or not self.index_level or self._index_fd is None:
+        if self.done is None or not self.index_level or self._index_fd is None or (if_changed and not self._unsaved):
             return
         t0 = time.monotonic()
         index = self.outdir / journal_names(self._suffix)[2]
@@ -481,6 +487,7 @@ class Journal:
                   file=sys.stderr)
         self._snapshot_at = time.monotonic()
         self._snapshot_cost = self._snapshot_at - t0
+        self._unsaved = False
 
     def _index(self, lines: list[bytes], start: int, end: int) -> None:
         """Append the keys of result lines now fsynced in bytes [start, end); a failure only stops the index."""

@@ -344,7 +344,7 @@ class _Loop:
             await writer_task
         if self.progress is not None:  # the writer ended without an error: the journal is all on disk
             self.progress.close()
-        self.writer.journal.save_done()  # so the next resume maps the done set instead of rebuilding it
+        self.writer.journal.save_done(if_changed=True)  # the next resume maps the done set, not rebuilds it
         if self._fatal is not None:
             raise self._fatal
 
