@@ -59,6 +59,15 @@ def test_down_loads_no_http_client(tmp_path):
     assert _heavy([m for m in modules if m != "psutil"]) == []  # down may signal through psutil
 
 
+def test_status_loads_no_http_client(tmp_path):
+    """status probes with http.client: no aiohttp (nor the launcher) even when it runs."""
+    state = tmp_path / "fleet"
+    argv = ["fleetgen", "status", "--state", str(state)]
+    modules = _modules_after(f"sys.argv = {argv!r}; from fleetgen.cli.app import main; main()", tmp_path)
+    assert "fleetgen.fleet.status" in modules  # it ran (and found no fleet there)
+    assert _heavy([m for m in modules if m not in ("psutil", "fleetgen.fleet.status")]) == []
+
+
 def test_help_still_shows_the_config_field_descriptions():
     from typer.testing import CliRunner
 
