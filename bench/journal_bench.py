@@ -5,14 +5,17 @@
 2. resume: a child process runs the real `generate()` on the finished directory against the NULL
    SERVER (bench/null_server.py): fingerprint, torn-tail repair, done-set scan and the skip pass over
    every prompt; wall and CPU time, the fingerprint and Journal.open shares, and the child's peak RSS.
-   Arms on the same file, alternating `--repeats` times, complete.json removed before each but "mark":
-   "before" runs the source tree given by `--before-src` (e.g. `git archive <commit> src | tar -x -C
-   /tmp/before`); "after" the code as it is with its resume checkpoint removed (the full pass over
-   the prompts, which writes a new checkpoint); "cut" the code as it is with the checkpoint cut back
-   to its second-to-last frame (an interrupted run: the rows past the watermark, ~1.7% at 1M, are
-   read, each one's id looked up among those claimed before it); "mark" the code as it is, finding the
-   complete.json the run before it left. `process_s` also counts the interpreter's start and imports,
-   i.e. what a user waits for;
+   Arms on the same file, alternating `--repeats` times (`--arms` picks them), complete.json removed
+   before each but "mark". "before" runs the source tree given by `--before-src` (e.g. `git archive
+   <commit> src | tar -x -C /tmp/before`) with the checkpoint removed (the full pass); "before-cut" the
+   same tree with the checkpoint cut back to its second-to-last frame (an interrupted run: the rows
+   past the watermark, ~1.7% at 1M, are read, each one's id looked up among those claimed before it);
+   "after" the code as it is with its checkpoint, done-set snapshot and prompt stamp removed (the
+   full pass, as on the first resume after an upgrade; it writes all three anew); "cut" the code as it
+   is with the same cut checkpoint and the done-set snapshot taken at `--snapshot-at` (0.98) of the
+   write restored (what a killed run leaves: its last snapshot predates its end, so the index frames
+   after it are read); "mark" the code as it is, finding the complete.json the run before it left.
+   `process_s` also counts the interpreter's start and imports, i.e. what a user waits for;
 3. stream: M prompt rows generated on the fly into /tmp (deleted afterwards); a child iterates the
    runner's own work iterator (read, normalize, duplicate-id check, done-set check) over all of
    them; rows/s and peak RSS.
@@ -227,9 +230,9 @@ def main() -> None:
     ap.add_argument("--endpoint")
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=2, help="resume runs per arm, alternating")
-    ap.add_argument("--arm", choices=["before", "after", "cut", "mark"], default="after")
-    ap.add_argument("--arms", default="before,after,cut,mark",
-                    help="arms to run, in this order each repeat (before needs --before-src; cut needs after first)")
+    ap.add_argument("--arm", choices=["before", "before-cut", "after", "cut", "mark"], default="after")
+    ap.add_argument("--arms", default="before,before-cut,after,cut,mark",
+                    help="arms to run, in this order each repeat (before* need --before-src; a cut arm needs a full pass before it)")
     ap.add_argument("--snapshot-at", type=float, default=0.98,
                     help="fraction of the write after which the done-set snapshot the cut arm restores is taken")
     ap.add_argument("--batch", type=int, default=512)
@@ -259,17 +262,17 @@ def main() -> None:
             w = report["write"]
             print(f"write {w['rows']:,} rows: {w['wall_s']:.1f} s, {w['rows_per_s']:,.0f} rows/s, {w['commits']} fsynced commits, "
                   f"{w['bytes_per_row']:.0f} B/row", flush=True)
-            arms = [a for a in args.arms.split(",") if a != "before" or args.before_src]
+            arms = [a for a in args.arms.split(",") if not a.startswith("before") or args.before_src]
             runs: dict[str, list[dict]] = {arm: [] for arm in arms}
             ckpt, cut_ckpt = outdir / "resume.ckpt", None
             for _ in range(args.repeats):
                 for arm in runs:
                     if arm != "mark":
                         (outdir / "complete.json").unlink(missing_ok=True)
-                    if arm == "after":  # the first resume after an upgrade: no checkpoint, snapshot or stamp
+                    if arm in ("before", "after"):  # the full pass (after: the first resume after an upgrade)
                         for name in ("resume.ckpt", "results.done", "prompts.stamp"):
                             (outdir / name).unlink(missing_ok=True)
-                    if arm == "cut":
+                    if arm in ("cut", "before-cut"):
                         if cut_ckpt is None:  # the checkpoint the first full pass wrote, less its last frame
                             cut_ckpt, cut_line = _without_last_frame(ckpt)
                             report["cut_checkpoint"] = {"watermark_line": cut_line, "rows_past_it": args.rows - cut_line + 1}
@@ -278,7 +281,7 @@ def main() -> None:
                         if early.exists():
                             shutil.copy(early, outdir / "results.done")
                     r = _child("resume", "--arm", arm, "--prompts", str(prompts), "--outdir", str(outdir),
-                               "--endpoint", f"http://127.0.0.1:{port}", src=args.before_src if arm == "before" else None)
+                               "--endpoint", f"http://127.0.0.1:{port}", src=args.before_src if arm.startswith("before") else None)
                     assert r["resumed"] == args.rows and r["ok"] == 0, r
                     runs[arm].append(r)
                     print(f"resume {args.rows:,} rows, {arm}: {r['wall_s']:.2f} s wall, {r['cpu_s']:.2f} s CPU "
@@ -288,8 +291,10 @@ def main() -> None:
                     "process_cpu_s", "peak_rss_mib")
             medians = {arm: {k: _median([r.get(k, 0.0) for r in rs]) for k in keys} for arm, rs in runs.items()}
             spread = {arm: [min(r["wall_s"] for r in rs), max(r["wall_s"] for r in rs)] for arm, rs in runs.items()}
-            ratios = ({arm: medians["before"]["wall_s"] / m["wall_s"] for arm, m in medians.items() if arm != "before"}
-                      if args.before_src else None)
+            # Each arm against the code before doing the same: before-cut for cut, before for the rest.
+            ratios = ({arm: medians["before-cut" if arm == "cut" and "before-cut" in medians else "before"]["wall_s"] / m["wall_s"]
+                       for arm, m in medians.items() if not arm.startswith("before")}
+                      if args.before_src and "before" in medians else None)
             report["resume"] = {"runs": runs, "medians": medians, "wall_range": spread, "before_over_arm_wall": ratios}
             for arm, m in medians.items():
                 print(f"resume median, {arm}: {m['wall_s']:.2f} s wall (range {spread[arm][0]:.2f}-{spread[arm][1]:.2f}), "
