@@ -24,7 +24,7 @@ import pytest
 from helpers import assert_exactly_once, read_jsonl, write_prompts
 from standin_server import StandinServer
 
-from fleetgen.generate import donefile, watermark
+from fleetgen.generate import claimsfile, donefile, watermark
 from fleetgen.generate.doneset import id_hash
 from fleetgen.generate.journal import Journal, journal_names, load_done
 from fleetgen.generate.outcomes import Batch, Completed, Failed, record
@@ -99,13 +99,16 @@ def make_loop(prompts: Path, done, samples: int, shard: Shard, progress: Progres
 
 
 def play(prompts: Path, outdir: Path, samples: int, shard: Shard, rng: random.Random, *, steps: int | None,
-         retry_errors: bool = False, check=None, lose_last_frame: bool = False, snapshots: float = 0.0) -> None:
+         retry_errors: bool = False, check=None, lose_last_frame: bool = False, snapshots: float = 0.0,
+         graceful: bool = False) -> None:
     """One run: items taken a few at a time, completed in random order, committed in batches; stopped after `steps`.
 
     steps None: run to the end and close the checkpoint as the runner does (and save the done-set
     snapshot). Otherwise the run is killed there: no last frame. lose_last_frame: the last commit's
     frame is not written either (a kill between the journal's fsync and the checkpoint's write).
     snapshots: the chance that a commit also writes the done-set snapshot (the journal's timer, drawn).
+    graceful: stopped at `steps` as an interrupted generate() stops (Ctrl-C): the writer ends, the
+    checkpoint closes (its last frame and the claims snapshot) and the done-set snapshot is saved.
     """
     journal, done = Journal.open(outdir, retry_errors=retry_errors, suffix=shard.suffix)
     journal._snapshot_due = lambda: rng.random() < snapshots
@@ -140,7 +143,7 @@ def play(prompts: Path, outdir: Path, samples: int, shard: Shard, rng: random.Ra
                 progress.advance()
             if check is not None:
                 check()
-    if steps is None:
+    if steps is None or graceful:
         progress.close()
         journal.save_done(if_changed=True)  # what _Loop.run does after a run's writer ended without an error
     elif progress._fd is not None:
@@ -260,6 +263,70 @@ def test_resume_with_done_set_snapshots_equals_the_full_pass_after_random_kills(
         content, took = opened_done(outdir, shard, tmp_path)
         assert took and content == scanned_done(outdir, shard, tmp_path)  # a finished run leaves a sound snapshot
     assert used > 30 and damaged > 10
+
+
+def _cut_checkpoint_back(path: Path, rng: random.Random) -> None:
+    """Keep the header and a random number of whole frames (a checkpoint whose watermark is behind the claims snapshot's)."""
+    data = path.read_bytes()
+    pos, ends = len(watermark._MAGIC) + 32, []
+    while pos < len(data):
+        fields = watermark._FRAME.unpack_from(data, pos)
+        pos += watermark._FRAME.size + watermark._CRC.size + fields[1] * watermark.CLAIM_DTYPE.itemsize
+        ends.append(pos)
+    path.write_bytes(data[: rng.choice([len(watermark._MAGIC) + 32, *ends])])
+
+
+def test_resume_with_a_claims_snapshot_equals_the_full_pass(tmp_path):
+    """Runs killed or stopped gracefully (which writes the sorted claims) at random; the checkpoint then cut back
+    behind the snapshot, or the snapshot torn or bit-flipped: the resume does what the full pass does."""
+    rng = random.Random(37)
+    behind = ahead = 0
+    for case in range(50):
+        prompts = random_prompts(tmp_path / f"p{case}.jsonl", rng, rng.randint(5, 60))
+        samples, shard = rng.choice([1, 1, 2, 3]), rng.choice([Shard(), Shard(), Shard(0, 2), Shard(1, 3)])
+        outdir = tmp_path / f"out{case}"
+        claims, ckpt = outdir / claimsfile.claims_name(shard.suffix), outdir / checkpoint_name(shard.suffix)
+        for cycle in range(rng.randint(2, 5)):
+            play(prompts, outdir, samples, shard, rng, steps=rng.randint(1, 25), graceful=rng.random() < 0.6,
+                 lose_last_frame=rng.random() < 0.2)
+            how = None
+            if claims.exists() and rng.random() < 0.2:
+                how = damage(claims, rng)
+                assert claimsfile.load(claims, digest(prompts, samples, shard, outdir)) is None, how
+            elif ckpt.exists() and rng.random() < 0.4:
+                _cut_checkpoint_back(ckpt, rng)
+            with_ckpt, start = resume_view(prompts, outdir, samples, shard, tmp_path, checkpoint=True)
+            full, _ = resume_view(prompts, outdir, samples, shard, tmp_path, checkpoint=False)
+            assert with_ckpt == full, f"case {case} cycle {cycle} ({how}): {prompts.read_text()}"
+            snap = claimsfile.load(claims, digest(prompts, samples, shard, outdir))
+            if snap is not None and start > 1:
+                behind += start < snap.line
+                ahead += start > snap.line
+    assert behind > 10 and ahead > 3  # resumes used snapshots taken past their watermark, and before it
+
+
+def test_a_torn_or_flipped_claims_snapshot_is_never_used(tmp_path):
+    rng = random.Random(41)
+    prompts, outdir = random_prompts(tmp_path / "p.jsonl", rng, 60), tmp_path / "out"
+    play(prompts, outdir, 1, Shard(), rng, steps=None)
+    claims, ckpt = outdir / claimsfile.claims_name(), outdir / checkpoint_name()
+    data, key = claims.read_bytes(), digest(prompts, 1, Shard(), outdir)
+    n = (len(data) - 4096) // 20
+    assert n > 10 and claimsfile.load(claims, key) is not None
+    _cut_checkpoint_back(ckpt, random.Random(2))  # a resume that would look the claims up
+    full = resume_view(prompts, outdir, 1, Shard(), tmp_path, checkpoint=False)[0]
+    spots = [3, 20, 60, 1000, 4095, 4096 + 3, 4096 + 8 * n + 2, 4096 + 16 * n + 1, len(data) - 1]  # header, lo, hi, line
+    for at in spots:
+        flipped = bytearray(data)
+        flipped[at] ^= 0x04
+        claims.write_bytes(bytes(flipped))
+        assert claimsfile.load(claims, key) is None, f"flipped byte {at}"
+        assert resume_view(prompts, outdir, 1, Shard(), tmp_path, checkpoint=True)[0] == full
+    for cut in rng.sample(range(len(data)), 10):
+        claims.write_bytes(data[:cut])
+        assert claimsfile.load(claims, key) is None, f"cut at {cut}"
+    claims.write_bytes(data)
+    assert claimsfile.load(claims, key) is not None and claimsfile.load(claims, bytes(32)) is None  # another job's
 
 
 def test_the_watermark_never_passes_a_row_that_is_not_on_disk(tmp_path):

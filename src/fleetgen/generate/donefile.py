@@ -71,13 +71,12 @@ def save(path: Path, done: DoneSet, ends: tuple[int, int, int, int], index_len: 
         body.update(part)
     r_end, r_crc, e_end, e_crc = ends
     bits = (len(table) // 24).bit_length() - 1
-    head = _MAGIC + _HEAD.pack(bits, done.ids, done.results, done.errors, r_end, r_crc, e_end, e_crc, index_len,
-                               index_tail, len(done.bad_lines), len(wide), body.intdigest())
-    head += _CRC.pack(zlib.crc32(head))
+    head = _seal(_MAGIC + _HEAD.pack(bits, done.ids, done.results, done.errors, r_end, r_crc, e_end, e_crc, index_len,
+                                     index_tail, len(done.bad_lines), len(wide), body.intdigest()))
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as f:
-            f.write(head.ljust(_BLOCK, b"\0"))
+            f.write(head)
             f.write(table)
             f.write(bad)
             f.write(wide.tobytes())
@@ -97,8 +96,8 @@ def load(path: Path, results: Path, errors: Path, index: Path) -> Snapshot | Non
             m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
     except (FileNotFoundError, ValueError, OSError):
         return None
-    head = m[: len(_MAGIC) + _HEAD.size + _CRC.size]
-    if head[: len(_MAGIC)] != _MAGIC or zlib.crc32(head[: -_CRC.size]) != _CRC.unpack_from(head, len(head) - _CRC.size)[0]:
+    head = m[:_BLOCK]
+    if head[: len(_MAGIC)] != _MAGIC or zlib.crc32(head[: -_CRC.size]) != _CRC.unpack_from(head, _BLOCK - _CRC.size)[0]:
         return None
     (bits, n, n_results, n_errors, r_end, r_crc, e_end, e_crc, index_len, index_tail, n_bad, n_wide,
      body_hash) = _HEAD.unpack_from(head, len(_MAGIC))
@@ -122,3 +121,9 @@ def load(path: Path, results: Path, errors: Path, index: Path) -> Snapshot | Non
     except ValueError:
         return None
     return Snapshot(done, r_end, e_end, (index_len, r_end, r_crc))
+
+
+def _seal(fields: bytes) -> bytes:
+    """The header block: the fields, zero padding, and a CRC32 of all of it in its last 4 bytes (no unchecked byte)."""
+    block = fields.ljust(_BLOCK - _CRC.size, b"\0")
+    return block + _CRC.pack(zlib.crc32(block))
