@@ -113,6 +113,27 @@ def child_resume(prompts: Path, outdir: Path, endpoint: str, arm: str) -> None:
     setattr(runner_mod, name, timed("fingerprint_s", getattr(runner_mod, name)))
     if hasattr(journal_mod.Journal, "save_done"):  # the done-set snapshot written at the run's end
         journal_mod.Journal.save_done = timed("snapshot_save_s", journal_mod.Journal.save_done)
+        real_snap = journal_mod._from_snapshot
+
+        def from_snapshot(*a, **kw):
+            out = real_snap(*a, **kw)
+            timings["done_snapshot_used"] = out is not None
+            if out is None:
+                from fleetgen.generate import donefile
+                timings["done_snapshot_refused"] = donefile.last_refusal
+            return out
+
+        journal_mod._from_snapshot = from_snapshot
+    import fleetgen.generate.watermark as watermark_mod
+    if hasattr(watermark_mod, "claimsfile"):  # the sorted claims beside the checkpoint
+        real_claims = watermark_mod.claimsfile.load
+
+        def claims_load(*a, **kw):
+            out = real_claims(*a, **kw)
+            timings["claims_snapshot_used"] = out is not None
+            return out
+
+        watermark_mod.claimsfile.load = claims_load
     if hasattr(runner_mod, "Progress"):  # the resume checkpoint's load (not in older code)
         real_progress = runner_mod.Progress.open.__func__
         runner_mod.Progress.open = classmethod(timed("checkpoint_open_s", real_progress))
@@ -285,7 +306,9 @@ def main() -> None:
                     assert r["resumed"] == args.rows and r["ok"] == 0, r
                     runs[arm].append(r)
                     print(f"resume {args.rows:,} rows, {arm}: {r['wall_s']:.2f} s wall, {r['cpu_s']:.2f} s CPU "
-                          f"(fingerprint {r['fingerprint_s']:.2f} s, Journal.open {r.get('journal_open_s', 0.0):.2f} s), "
+                          f"(fingerprint {r['fingerprint_s']:.2f} s, Journal.open {r.get('journal_open_s', 0.0):.2f} s, "
+                          f"snapshots used: done set {r.get('done_snapshot_used', '-')} {r.get('done_snapshot_refused', '')}, "
+                          f"claims {r.get('claims_snapshot_used', '-')}), "
                           f"process {r['process_s']:.2f} s wall / {r['process_cpu_s']:.2f} s CPU, peak RSS {r['peak_rss_mib']:.0f} MiB", flush=True)
             keys = ("wall_s", "cpu_s", "fingerprint_s", "journal_open_s", "checkpoint_open_s", "snapshot_save_s", "process_s",
                     "process_cpu_s", "peak_rss_mib")

@@ -86,32 +86,44 @@ def save(path: Path, done: DoneSet, ends: tuple[int, int, int, int], index_len: 
         raise
 
 
+# Why the last load returned None (for benchmarks and debugging; a resume just reads the done set then).
+last_refusal = ""
+
+
+def _refuse(why: str) -> None:
+    global last_refusal
+    last_refusal = why
+
+
 def load(path: Path, results: Path, errors: Path, index: Path) -> Snapshot | None:
     """The snapshot at `path` when whole and still true of these files; None otherwise (read the done set instead)."""
+    _refuse("")
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             if size < _BLOCK:
-                return None
+                return _refuse("shorter than its header")
             m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
-    except (FileNotFoundError, ValueError, OSError):
-        return None
+    except FileNotFoundError:
+        return _refuse("missing")
+    except (ValueError, OSError) as e:
+        return _refuse(f"cannot map it: {e}")
     head = m[:_BLOCK]
     if head[: len(_MAGIC)] != _MAGIC or zlib.crc32(head[: -_CRC.size]) != _CRC.unpack_from(head, _BLOCK - _CRC.size)[0]:
-        return None
+        return _refuse("header CRC")
     (bits, n, n_results, n_errors, r_end, r_crc, e_end, e_crc, index_len, index_tail, n_bad, n_wide,
      body_hash) = _HEAD.unpack_from(head, len(_MAGIC))
     table_bytes = 24 << bits
     if bits > 40 or size != _BLOCK + table_bytes + 8 * n_bad + KEY_DTYPE.itemsize * n_wide:
-        return None
+        return _refuse("size")
     view = memoryview(m)
     if xxhash.xxh3_64_intdigest(view[_BLOCK:]) != body_hash:
-        return None
+        return _refuse("body checksum")
     for file, end, crc in ((results, r_end, r_crc), (errors, e_end, e_crc)):
         if end and last_line_crc(file, end) != crc:
-            return None  # stale: the file no longer starts with what the snapshot holds
+            return _refuse(f"stale: {file.name} changed")  # the file no longer starts with what the snapshot holds
     if tail_crc(index, index_len) != index_tail:
-        return None  # the key index was rewritten or cut: the snapshot cannot say where to read it from
+        return _refuse("stale: key index rewritten or cut")  # the snapshot cannot say where to read it on
     at = _BLOCK + table_bytes
     bad = np.frombuffer(m, dtype="<u8", count=n_bad, offset=at).tolist()
     wide = np.frombuffer(m, dtype=KEY_DTYPE, count=n_wide, offset=at + 8 * n_bad)
@@ -119,7 +131,7 @@ def load(path: Path, results: Path, errors: Path, index: Path) -> Snapshot | Non
     try:
         done = DoneSet.over(view[_BLOCK:at].cast("Q"), n, wide_set, set(bad), n_results, n_errors)
     except ValueError:
-        return None
+        return _refuse("table shape")
     return Snapshot(done, r_end, e_end, (index_len, r_end, r_crc))
 
 

@@ -154,7 +154,8 @@ def _from_snapshot(outdir: Path, suffix: str) -> tuple[DoneSet, keyindex.Loaded,
 
     loaded = keyindex.read_index(index, on_keys=add, start=snap.index)
     if loaded is None or not keyindex.matches_results(loaded, results):
-        return None  # the index after the snapshot describes other results: the full path sorts it out
+        donefile.last_refusal = "stale: the key index after it describes other results"
+        return None  # the full path sorts it out
     return done, loaded, snap.errors_end
 
 
