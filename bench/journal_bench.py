@@ -291,7 +291,7 @@ def main() -> None:
                     if arm != "mark":
                         (outdir / "complete.json").unlink(missing_ok=True)
                     if arm in ("before", "after"):  # the full pass (after: the first resume after an upgrade)
-                        for name in ("resume.ckpt", "results.done", "prompts.stamp"):
+                        for name in ("resume.ckpt", "resume.claims", "results.done", "prompts.stamp"):
                             (outdir / name).unlink(missing_ok=True)
                     if arm in ("cut", "before-cut"):
                         if cut_ckpt is None:  # the checkpoint the first full pass wrote, less its last frame
