@@ -5,14 +5,17 @@
 2. resume: a child process runs the real `generate()` on the finished directory against the NULL
    SERVER (bench/null_server.py): fingerprint, torn-tail repair, done-set scan and the skip pass over
    every prompt; wall and CPU time, the fingerprint and Journal.open shares, and the child's peak RSS.
-   Arms on the same file, alternating `--repeats` times, complete.json removed before each but "mark":
-   "before" runs the source tree given by `--before-src` (e.g. `git archive <commit> src | tar -x -C
-   /tmp/before`); "after" the code as it is with its resume checkpoint removed (the full pass over
-   the prompts, which writes a new checkpoint); "cut" the code as it is with the checkpoint cut back
-   to its second-to-last frame (an interrupted run: the rows past the watermark, ~1.7% at 1M, are
-   read, each one's id looked up among those claimed before it); "mark" the code as it is, finding the
-   complete.json the run before it left. `process_s` also counts the interpreter's start and imports,
-   i.e. what a user waits for;
+   Arms on the same file, alternating `--repeats` times (`--arms` picks them), complete.json removed
+   before each but "mark". "before" runs the source tree given by `--before-src` (e.g. `git archive
+   <commit> src | tar -x -C /tmp/before`) with the checkpoint removed (the full pass); "before-cut" the
+   same tree with the checkpoint cut back to its second-to-last frame (an interrupted run: the rows
+   past the watermark, ~1.7% at 1M, are read, each one's id looked up among those claimed before it);
+   "after" the code as it is with its checkpoint, done-set snapshot and prompt stamp removed (the
+   full pass, as on the first resume after an upgrade; it writes all three anew); "cut" the code as it
+   is with the same cut checkpoint and the done-set snapshot taken at `--snapshot-at` (0.98) of the
+   write restored (what a killed run leaves: its last snapshot predates its end, so the index frames
+   after it are read); "mark" the code as it is, finding the complete.json the run before it left.
+   `process_s` also counts the interpreter's start and imports, i.e. what a user waits for;
 3. stream: M prompt rows generated on the fly into /tmp (deleted afterwards); a child iterates the
    runner's own work iterator (read, normalize, duplicate-id check, done-set check) over all of
    them; rows/s and peak RSS.
@@ -59,7 +62,7 @@ def write_prompts(path: Path, n: int) -> None:
             f.write(b"".join(orjson.dumps(_prompt(i)) + b"\n" for i in range(start, min(n, start + 10000))))
 
 
-def bench_write(outdir: Path, n: int, batch: int) -> dict:
+def bench_write(outdir: Path, n: int, batch: int, snapshot_at: float = 0.0) -> dict:
     from fleetgen.generate.journal import Journal
     from fleetgen.generate.outcomes import Batch, Completed, record
     from fleetgen.generate.stats import Stats
@@ -80,6 +83,11 @@ def bench_write(outdir: Path, n: int, batch: int) -> dict:
             record(Completed(p["id"], 0, rec, False, 14, 330), b, done, stats)
         journal.commit(b.results, b.errors)
         commits += 1
+        if snapshot_at and start < snapshot_at * n <= start + batch and hasattr(journal, "save_done"):
+            # The last done-set snapshot a killed run left (the journal writes one every 30 s or so):
+            # kept aside for the "cut" arm, whose resume then reads the index frames after it.
+            journal.save_done()
+            shutil.copy(outdir / "results.done", outdir.parent / "results.done.early")
     wall = time.monotonic() - t0
     journal.close()
     size = (outdir / "results.jsonl").stat().st_size
@@ -137,7 +145,32 @@ def child_resume(prompts: Path, outdir: Path, endpoint: str, arm: str) -> None:
 
     real_open = journal_mod.Journal.open.__func__
     journal_mod.Journal.open = classmethod(timed("journal_open_s", real_open))
-    runner_mod.fingerprint = timed("fingerprint_s", runner_mod.fingerprint)
+    # The prompt file's fingerprint: hashed (older code), or read from the stamp beside the output.
+    name = "stamped_fingerprint" if hasattr(runner_mod, "stamped_fingerprint") else "fingerprint"
+    setattr(runner_mod, name, timed("fingerprint_s", getattr(runner_mod, name)))
+    if hasattr(journal_mod.Journal, "save_done"):  # the done-set snapshot written at the run's end
+        journal_mod.Journal.save_done = timed("snapshot_save_s", journal_mod.Journal.save_done)
+        real_snap = journal_mod._from_snapshot
+
+        def from_snapshot(*a, **kw):
+            out = real_snap(*a, **kw)
+            timings["done_snapshot_used"] = out is not None
+            if out is None:
+                from fleetgen.generate import donefile
+                timings["done_snapshot_refused"] = donefile.last_refusal
+            return out
+
+        journal_mod._from_snapshot = from_snapshot
+    import fleetgen.generate.watermark as watermark_mod
+    if hasattr(watermark_mod, "claimsfile"):  # the sorted claims beside the checkpoint
+        real_claims = watermark_mod.claimsfile.load
+
+        def claims_load(*a, **kw):
+            out = real_claims(*a, **kw)
+            timings["claims_snapshot_used"] = out is not None
+            return out
+
+        watermark_mod.claimsfile.load = claims_load
     if hasattr(runner_mod, "Progress"):  # the resume checkpoint's load (not in older code)
         real_progress = runner_mod.Progress.open.__func__
         runner_mod.Progress.open = classmethod(timed("checkpoint_open_s", real_progress))
@@ -255,7 +288,11 @@ def main() -> None:
     ap.add_argument("--endpoint")
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=2, help="resume runs per arm, alternating")
-    ap.add_argument("--arm", choices=["before", "after", "cut", "mark"], default="after")
+    ap.add_argument("--arm", choices=["before", "before-cut", "after", "cut", "mark"], default="after")
+    ap.add_argument("--arms", default="before,before-cut,after,cut,mark",
+                    help="arms to run, in this order each repeat (before* need --before-src; a cut arm needs a full pass before it)")
+    ap.add_argument("--snapshot-at", type=float, default=0.98,
+                    help="fraction of the write after which the done-set snapshot the cut arm restores is taken")
     ap.add_argument("--batch", type=int, default=512)
     ap.add_argument("--stream-rows", type=int, default=10_000_000)
     ap.add_argument("--fence-commits", type=int, default=0, help="also measure the lease's fence check over this many commits per arm")
@@ -281,42 +318,50 @@ def main() -> None:
             prompts, outdir = work / "prompts.jsonl", work / "out"
             write_prompts(prompts, args.rows)
             _record_identity(prompts, outdir)
-            report["write"] = bench_write(outdir, args.rows, args.batch)
+            report["write"] = bench_write(outdir, args.rows, args.batch, args.snapshot_at)
             w = report["write"]
             print(f"write {w['rows']:,} rows: {w['wall_s']:.1f} s, {w['rows_per_s']:,.0f} rows/s, {w['commits']} fsynced commits, "
                   f"{w['bytes_per_row']:.0f} B/row", flush=True)
-            arms = (["before"] if args.before_src else []) + ["after", "cut", "mark"]
+            arms = [a for a in args.arms.split(",") if not a.startswith("before") or args.before_src]
             runs: dict[str, list[dict]] = {arm: [] for arm in arms}
             ckpt, cut_ckpt = outdir / "resume.ckpt", None
             for _ in range(args.repeats):
                 for arm in runs:
                     if arm != "mark":
                         (outdir / "complete.json").unlink(missing_ok=True)
-                    if arm == "after":
-                        ckpt.unlink(missing_ok=True)
-                    if arm == "cut":
+                    if arm in ("before", "after"):  # the full pass (after: the first resume after an upgrade)
+                        for name in ("resume.ckpt", "resume.claims", "results.done", "prompts.stamp"):
+                            (outdir / name).unlink(missing_ok=True)
+                    if arm in ("cut", "before-cut"):
                         if cut_ckpt is None:  # the checkpoint the first full pass wrote, less its last frame
                             cut_ckpt, cut_line = _without_last_frame(ckpt)
                             report["cut_checkpoint"] = {"watermark_line": cut_line, "rows_past_it": args.rows - cut_line + 1}
                         ckpt.write_bytes(cut_ckpt)
+                        early = work / "results.done.early"  # a killed run: its last snapshot predates the end
+                        if early.exists():
+                            shutil.copy(early, outdir / "results.done")
                     r = _child("resume", "--arm", arm, "--prompts", str(prompts), "--outdir", str(outdir),
-                               "--endpoint", f"http://127.0.0.1:{port}", src=args.before_src if arm == "before" else None)
+                               "--endpoint", f"http://127.0.0.1:{port}", src=args.before_src if arm.startswith("before") else None)
                     assert r["resumed"] == args.rows and r["ok"] == 0, r
                     runs[arm].append(r)
                     print(f"resume {args.rows:,} rows, {arm}: {r['wall_s']:.2f} s wall, {r['cpu_s']:.2f} s CPU "
-                          f"(fingerprint {r['fingerprint_s']:.2f} s, Journal.open {r.get('journal_open_s', 0.0):.2f} s), "
+                          f"(fingerprint {r['fingerprint_s']:.2f} s, Journal.open {r.get('journal_open_s', 0.0):.2f} s, "
+                          f"snapshots used: done set {r.get('done_snapshot_used', '-')} {r.get('done_snapshot_refused', '')}, "
+                          f"claims {r.get('claims_snapshot_used', '-')}), "
                           f"process {r['process_s']:.2f} s wall / {r['process_cpu_s']:.2f} s CPU, peak RSS {r['peak_rss_mib']:.0f} MiB", flush=True)
-            keys = ("wall_s", "cpu_s", "fingerprint_s", "journal_open_s", "checkpoint_open_s", "process_s", "process_cpu_s",
-                    "peak_rss_mib")
+            keys = ("wall_s", "cpu_s", "fingerprint_s", "journal_open_s", "checkpoint_open_s", "snapshot_save_s", "process_s",
+                    "process_cpu_s", "peak_rss_mib")
             medians = {arm: {k: _median([r.get(k, 0.0) for r in rs]) for k in keys} for arm, rs in runs.items()}
             spread = {arm: [min(r["wall_s"] for r in rs), max(r["wall_s"] for r in rs)] for arm, rs in runs.items()}
-            ratios = ({arm: medians["before"]["wall_s"] / m["wall_s"] for arm, m in medians.items() if arm != "before"}
-                      if args.before_src else None)
+            # Each arm against the code before doing the same: before-cut for cut, before for the rest.
+            ratios = ({arm: medians["before-cut" if arm == "cut" and "before-cut" in medians else "before"]["wall_s"] / m["wall_s"]
+                       for arm, m in medians.items() if not arm.startswith("before")}
+                      if args.before_src and "before" in medians else None)
             report["resume"] = {"runs": runs, "medians": medians, "wall_range": spread, "before_over_arm_wall": ratios}
             for arm, m in medians.items():
                 print(f"resume median, {arm}: {m['wall_s']:.2f} s wall (range {spread[arm][0]:.2f}-{spread[arm][1]:.2f}), "
                       f"{m['cpu_s']:.2f} s CPU; fingerprint {m['fingerprint_s']:.2f}, Journal.open {m['journal_open_s']:.2f}, "
-                      f"checkpoint {m['checkpoint_open_s']:.2f}; process {m['process_s']:.2f} s"
+                      f"checkpoint {m['checkpoint_open_s']:.2f}, snapshot save {m['snapshot_save_s']:.2f}; process {m['process_s']:.2f} s"
                       + (f"; before / {arm} = {ratios[arm]:.2f}" if ratios and arm in ratios else ""), flush=True)
             shutil.rmtree(work / "out")
             prompts.unlink()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job on the embedded default (vLLM CPU + SmolLM2), on a machine without a GPU:
-# set up, then mix -> up -> generate -> down -> export -> report from examples/quickstart.yaml.
+# set up what the main job needs (scripts/setup.sh: no test tools, Ray or SGLang parser venv),
+# then mix -> up -> generate -> down -> export -> report from examples/quickstart.yaml.
 # Usage: bash scripts/quickstart.sh        (a second run resumes: finished stages are skipped)
 set -euo pipefail
 cd "$(dirname "$0")/.."

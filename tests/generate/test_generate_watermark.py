@@ -24,9 +24,9 @@ import pytest
 from helpers import assert_exactly_once, read_jsonl, write_prompts
 from standin_server import StandinServer
 
-from fleetgen.generate import watermark
+from fleetgen.generate import claimsfile, donefile, watermark
 from fleetgen.generate.doneset import id_hash
-from fleetgen.generate.journal import Journal, journal_names
+from fleetgen.generate.journal import Journal, journal_names, load_done
 from fleetgen.generate.outcomes import Batch, Completed, Failed, record
 from fleetgen.generate.records import fingerprint
 from fleetgen.generate.runner import _Loop
@@ -99,14 +99,19 @@ def make_loop(prompts: Path, done, samples: int, shard: Shard, progress: Progres
 
 
 def play(prompts: Path, outdir: Path, samples: int, shard: Shard, rng: random.Random, *, steps: int | None,
-         retry_errors: bool = False, check=None, lose_last_frame: bool = False) -> None:
+         retry_errors: bool = False, check=None, lose_last_frame: bool = False, snapshots: float = 0.0,
+         graceful: bool = False) -> None:
     """One run: items taken a few at a time, completed in random order, committed in batches; stopped after `steps`.
 
-    steps None: run to the end and close the checkpoint as the runner does. Otherwise the run is
-    killed there: no last frame. lose_last_frame: the last commit's frame is not written either (a kill
-    between the journal's fsync and the checkpoint's write).
+    steps None: run to the end and close the checkpoint as the runner does (and save the done-set
+    snapshot). Otherwise the run is killed there: no last frame. lose_last_frame: the last commit's
+    frame is not written either (a kill between the journal's fsync and the checkpoint's write).
+    snapshots: the chance that a commit also writes the done-set snapshot (the journal's timer, drawn).
+    graceful: stopped at `steps` as an interrupted generate() stops (Ctrl-C): the writer ends, the
+    checkpoint closes (its last frame and the claims snapshot) and the done-set snapshot is saved.
     """
     journal, done = Journal.open(outdir, retry_errors=retry_errors, suffix=shard.suffix)
+    journal._snapshot_due = lambda: rng.random() < snapshots
     progress = open_progress(outdir, prompts, samples, shard, done, journal)
     loop = make_loop(prompts, done, samples, shard, progress)
     work, inflight, exhausted, step = loop._work(), [], False, 0
@@ -138,8 +143,9 @@ def play(prompts: Path, outdir: Path, samples: int, shard: Shard, rng: random.Ra
                 progress.advance()
             if check is not None:
                 check()
-    if steps is None:
+    if steps is None or graceful:
         progress.close()
+        journal.save_done(if_changed=True)  # what _Loop.run does after a run's writer ended without an error
     elif progress._fd is not None:
         os.close(progress._fd)  # killed: nothing more is written
     journal.close()
@@ -149,8 +155,9 @@ def resume_view(prompts: Path, outdir: Path, samples: int, shard: Shard, tmp: Pa
     """What a resume's work list does, on a copy of the output: items, counters, samples in flight, start line."""
     copy = tmp / f"view-{time.monotonic_ns()}"
     shutil.copytree(outdir, copy)
-    if not checkpoint:
+    if not checkpoint:  # the reference: the full pass, the done set read from the journal (no snapshot)
         (copy / checkpoint_name(shard.suffix)).unlink(missing_ok=True)
+        (copy / donefile.snapshot_name(shard.suffix)).unlink(missing_ok=True)
     journal, done = Journal.open(copy, retry_errors=False, suffix=shard.suffix)
     progress = open_progress(copy, prompts, samples, shard, done, journal) if checkpoint else None
     loop = make_loop(prompts, done, samples, shard, progress)
@@ -164,6 +171,48 @@ def resume_view(prompts: Path, outdir: Path, samples: int, shard: Shard, tmp: Pa
 def frames_end(outdir: Path, prompts: Path, samples: int, shard: Shard) -> int:
     loaded = read_checkpoint(outdir / checkpoint_name(shard.suffix), digest(prompts, samples, shard, outdir))
     return loaded.fields[2] if loaded is not None and loaded.fields is not None else 1
+
+
+def done_content(done) -> tuple:
+    """Everything a done set holds, whatever its table's size or layout: slots, wide samples, row errors, counts."""
+    lo, hi, bits = done._occupied()
+    return set(zip(lo.tolist(), hi.tolist(), bits.tolist())), set(done._wide), set(done.bad_lines), done.results, done.errors
+
+
+def scanned_done(outdir: Path, shard: Shard, tmp: Path) -> tuple:
+    """The done set a scan of the results and errors alone reads (no key index, no snapshot)."""
+    ref = tmp / f"ref-{time.monotonic_ns()}"
+    ref.mkdir()
+    for name in journal_names(shard.suffix)[:2]:
+        if (outdir / name).exists():
+            shutil.copy(outdir / name, ref / name)
+    content = done_content(load_done(ref, suffix=shard.suffix))
+    shutil.rmtree(ref)
+    return content
+
+
+def opened_done(outdir: Path, shard: Shard, tmp: Path) -> tuple[tuple, bool]:
+    """What Journal.open reads on a copy of the output, and whether it took the done-set snapshot."""
+    copy = tmp / f"open-{time.monotonic_ns()}"
+    shutil.copytree(outdir, copy)
+    names = journal_names(shard.suffix)
+    used = donefile.load(copy / donefile.snapshot_name(shard.suffix), copy / names[0], copy / names[1], copy / names[2])
+    journal, done = Journal.open(copy, retry_errors=False, suffix=shard.suffix)
+    content = done_content(done)
+    journal.close()
+    shutil.rmtree(copy)
+    return content, used is not None
+
+
+def damage(path: Path, rng: random.Random) -> str:
+    """Tear the file at a random byte, or flip one random bit; returns which."""
+    data = bytearray(path.read_bytes())
+    if rng.random() < 0.5:
+        path.write_bytes(bytes(data[: rng.randrange(len(data))]))
+        return "torn"
+    data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+    path.write_bytes(bytes(data))
+    return "flipped"
 
 
 # --- exactness on random kills --------------------------------------------------------------------------
@@ -187,6 +236,97 @@ def test_resume_from_the_checkpoint_equals_the_full_pass_after_random_kills(tmp_
         assert with_ckpt == resume_view(prompts, outdir, samples, shard, tmp_path, checkpoint=False)[0]
         assert with_ckpt[0] == [] and start == last_row(prompts) + 1  # a finished run's checkpoint covers every row (blank ones aside)
     assert seeks > 50  # the resumes did start past the beginning
+
+
+def test_resume_with_done_set_snapshots_equals_the_full_pass_after_random_kills(tmp_path):
+    """Snapshots at random commits, runs killed at random points, snapshots torn or bit-flipped at random:
+    Journal.open reads exactly the done set a scan of the journal reads, and the resume does what the full pass does."""
+    rng = random.Random(31)
+    used = damaged = 0
+    for case in range(40):
+        prompts = random_prompts(tmp_path / f"p{case}.jsonl", rng, rng.randint(5, 60))
+        samples, shard = rng.choice([1, 2, 3, 70]), rng.choice([Shard(), Shard(), Shard(1, 2)])
+        outdir = tmp_path / f"out{case}"
+        snap = outdir / donefile.snapshot_name(shard.suffix)
+        for cycle in range(rng.randint(1, 4)):
+            play(prompts, outdir, samples, shard, rng, steps=rng.randint(1, 25), lose_last_frame=rng.random() < 0.3,
+                 snapshots=rng.choice([0.1, 0.5, 1.0]))
+            how = damage(snap, rng) if snap.exists() and rng.random() < 0.3 else None
+            content, took = opened_done(outdir, shard, tmp_path)
+            assert content == scanned_done(outdir, shard, tmp_path), f"case {case} cycle {cycle} ({how})"
+            assert not (took and how), f"case {case} cycle {cycle}: a {how} snapshot was used"
+            used += took
+            damaged += how is not None
+            with_snap, _ = resume_view(prompts, outdir, samples, shard, tmp_path, checkpoint=True)
+            assert with_snap == resume_view(prompts, outdir, samples, shard, tmp_path, checkpoint=False)[0]
+        play(prompts, outdir, samples, shard, rng, steps=None)
+        content, took = opened_done(outdir, shard, tmp_path)
+        assert took and content == scanned_done(outdir, shard, tmp_path)  # a finished run leaves a sound snapshot
+    assert used > 30 and damaged > 10
+
+
+def _cut_checkpoint_back(path: Path, rng: random.Random) -> None:
+    """Keep the header and a random number of whole frames (a checkpoint whose watermark is behind the claims snapshot's)."""
+    data = path.read_bytes()
+    pos, ends = len(watermark._MAGIC) + 32, []
+    while pos < len(data):
+        fields = watermark._FRAME.unpack_from(data, pos)
+        pos += watermark._FRAME.size + watermark._CRC.size + fields[1] * watermark.CLAIM_DTYPE.itemsize
+        ends.append(pos)
+    path.write_bytes(data[: rng.choice([len(watermark._MAGIC) + 32, *ends])])
+
+
+def test_resume_with_a_claims_snapshot_equals_the_full_pass(tmp_path):
+    """Runs killed or stopped gracefully (which writes the sorted claims) at random; the checkpoint then cut back
+    behind the snapshot, or the snapshot torn or bit-flipped: the resume does what the full pass does."""
+    rng = random.Random(37)
+    behind = ahead = 0
+    for case in range(50):
+        prompts = random_prompts(tmp_path / f"p{case}.jsonl", rng, rng.randint(5, 60))
+        samples, shard = rng.choice([1, 1, 2, 3]), rng.choice([Shard(), Shard(), Shard(0, 2), Shard(1, 3)])
+        outdir = tmp_path / f"out{case}"
+        claims, ckpt = outdir / claimsfile.claims_name(shard.suffix), outdir / checkpoint_name(shard.suffix)
+        for cycle in range(rng.randint(2, 5)):
+            play(prompts, outdir, samples, shard, rng, steps=rng.randint(1, 25), graceful=rng.random() < 0.6,
+                 lose_last_frame=rng.random() < 0.2)
+            how = None
+            if claims.exists() and rng.random() < 0.2:
+                how = damage(claims, rng)
+                assert claimsfile.load(claims, digest(prompts, samples, shard, outdir)) is None, how
+            elif ckpt.exists() and rng.random() < 0.4:
+                _cut_checkpoint_back(ckpt, rng)
+            with_ckpt, start = resume_view(prompts, outdir, samples, shard, tmp_path, checkpoint=True)
+            full, _ = resume_view(prompts, outdir, samples, shard, tmp_path, checkpoint=False)
+            assert with_ckpt == full, f"case {case} cycle {cycle} ({how}): {prompts.read_text()}"
+            snap = claimsfile.load(claims, digest(prompts, samples, shard, outdir))
+            if snap is not None and start > 1:
+                behind += start < snap.line
+                ahead += start > snap.line
+    assert behind > 10 and ahead > 3  # resumes used snapshots taken past their watermark, and before it
+
+
+def test_a_torn_or_flipped_claims_snapshot_is_never_used(tmp_path):
+    rng = random.Random(41)
+    prompts, outdir = random_prompts(tmp_path / "p.jsonl", rng, 60), tmp_path / "out"
+    play(prompts, outdir, 1, Shard(), rng, steps=None)
+    claims, ckpt = outdir / claimsfile.claims_name(), outdir / checkpoint_name()
+    data, key = claims.read_bytes(), digest(prompts, 1, Shard(), outdir)
+    n = (len(data) - 4096) // 20
+    assert n > 10 and claimsfile.load(claims, key) is not None
+    _cut_checkpoint_back(ckpt, random.Random(2))  # a resume that would look the claims up
+    full = resume_view(prompts, outdir, 1, Shard(), tmp_path, checkpoint=False)[0]
+    spots = [3, 20, 60, 1000, 4095, 4096 + 3, 4096 + 8 * n + 2, 4096 + 16 * n + 1, len(data) - 1]  # header, lo, hi, line
+    for at in spots:
+        flipped = bytearray(data)
+        flipped[at] ^= 0x04
+        claims.write_bytes(bytes(flipped))
+        assert claimsfile.load(claims, key) is None, f"flipped byte {at}"
+        assert resume_view(prompts, outdir, 1, Shard(), tmp_path, checkpoint=True)[0] == full
+    for cut in rng.sample(range(len(data)), 10):
+        claims.write_bytes(data[:cut])
+        assert claimsfile.load(claims, key) is None, f"cut at {cut}"
+    claims.write_bytes(data)
+    assert claimsfile.load(claims, key) is not None and claimsfile.load(claims, bytes(32)) is None  # another job's
 
 
 def test_the_watermark_never_passes_a_row_that_is_not_on_disk(tmp_path):
@@ -331,6 +471,61 @@ def test_a_stale_checkpoint_is_ignored(tmp_path, how):
     assert with_ckpt == resume_view(prompts, outdir, samples, Shard(), tmp_path, checkpoint=False)[0]
 
 
+def _drop_index(outdir: Path) -> None:
+    (outdir / "results.keys").unlink()
+
+
+def _rewrite_index(outdir: Path) -> None:
+    (outdir / "results.keys").unlink()
+    Journal.open(outdir, retry_errors=False)[0].close()  # rebuilt from the results: other frame boundaries
+
+
+def _more_after_the_snapshot(outdir: Path) -> None:
+    pass  # the runs after the snapshot (below) add results and errors past its ends: it stays true of a prefix
+
+
+def _cut_past_the_snapshot(outdir: Path) -> None:
+    _cut_results(outdir)  # a line the snapshot does not hold, but the key index after it does: that part is stale
+
+
+@pytest.mark.parametrize("how", [_cut_results, _replace_results_tail, _archive_errors, _drop_index, _rewrite_index,
+                                 _more_after_the_snapshot, _cut_past_the_snapshot])
+def test_a_stale_done_set_snapshot_is_ignored_and_a_prefix_one_used(tmp_path, how):
+    rng = random.Random(7)
+    prompts, outdir = random_prompts(tmp_path / "p.jsonl", rng, 60), tmp_path / "out"
+    play(prompts, outdir, 2, Shard(), rng, steps=8, snapshots=1.0)  # a snapshot after every commit: of the whole journal
+    prefix = how in (_more_after_the_snapshot, _cut_past_the_snapshot)
+    if prefix:
+        play(prompts, outdir, 2, Shard(), rng, steps=8)  # more commits, no snapshot: it now holds a prefix
+    assert read_jsonl(outdir / "errors.jsonl")
+    how(outdir)
+    content, took = opened_done(outdir, Shard(), tmp_path)
+    assert took == prefix  # the snapshot itself is still true of a prefix (took: it passed its own checks)
+    assert content == scanned_done(outdir, Shard(), tmp_path)
+    with_snap, _ = resume_view(prompts, outdir, 2, Shard(), tmp_path, checkpoint=True)
+    assert with_snap == resume_view(prompts, outdir, 2, Shard(), tmp_path, checkpoint=False)[0]
+
+
+def test_a_torn_or_flipped_done_set_snapshot_is_never_used(tmp_path):
+    rng = random.Random(11)
+    prompts, outdir = random_prompts(tmp_path / "p.jsonl", rng, 12), tmp_path / "out"
+    play(prompts, outdir, 70, Shard(), rng, steps=None)  # 70 samples: the wide set is in it too
+    snap = outdir / donefile.snapshot_name()
+    data = snap.read_bytes()
+    table_end = 4096 + 24 * (1 << 12)
+    assert len(data) > table_end + 8 + 20  # row errors and samples >= 64 are in it
+    reference = scanned_done(outdir, Shard(), tmp_path)
+    assert opened_done(outdir, Shard(), tmp_path) == (reference, True)
+    for cut in sorted(rng.sample(range(len(data)), 25)):
+        snap.write_bytes(data[:cut])
+        assert opened_done(outdir, Shard(), tmp_path) == (reference, False), f"cut at {cut}"
+    for at in [9, 40, 4100, rng.randrange(4096, table_end), table_end + 3, len(data) - 1]:  # header, table, row errors, wide
+        flipped = bytearray(data)
+        flipped[at] ^= 0x10
+        snap.write_bytes(bytes(flipped))
+        assert opened_done(outdir, Shard(), tmp_path) == (reference, False), f"flipped byte {at}"
+
+
 def test_an_edited_prompt_file_makes_the_checkpoint_stale(tmp_path):
     """The job's digest holds the prompt file's sha256: one changed byte and the checkpoint belongs to another file."""
     prompts, outdir, _ = _played(tmp_path)
@@ -372,6 +567,8 @@ CHILD = textwrap.dedent(
     import sys
     from pathlib import Path
     from fleetgen.generate import GenerateConfig, generate
+    from fleetgen.generate.journal import Journal
+    Journal.snapshot_every_s = 0.0  # a done-set snapshot after (nearly) every commit, so kills meet them too
     prompts, outdir, url = sys.argv[1:4]
     cfg = GenerateConfig(prompts=Path(prompts), output_dir=Path(outdir), endpoints=[url], max_tokens=4, samples=2,
                          concurrency=16, hedge=False)
@@ -391,7 +588,7 @@ def test_generate_killed_at_random_resumes_from_the_checkpoint_exactly_once(tmp_
     server = StandinServer(delay_per_token_s=0.02)
     url = server.start()
     env = {**os.environ, "PYTHONPATH": str(SRC)}
-    starts = []
+    starts, snapshots_used = [], 0
     try:
         for _ in range(5):
             child = subprocess.Popen([sys.executable, "-c", CHILD, str(prompts), str(outdir), url], env=env,
@@ -403,6 +600,9 @@ def test_generate_killed_at_random_resumes_from_the_checkpoint_exactly_once(tmp_
                 with_ckpt, start = resume_view(prompts, outdir, 2, Shard(), tmp_path, checkpoint=True)
                 assert with_ckpt == resume_view(prompts, outdir, 2, Shard(), tmp_path, checkpoint=False)[0]
                 starts.append(start)
+                content, took = opened_done(outdir, Shard(), tmp_path)
+                assert content == scanned_done(outdir, Shard(), tmp_path)
+                snapshots_used += took
         subprocess.run([sys.executable, "-c", CHILD, str(prompts), str(outdir), url], env=env, check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     finally:
@@ -411,6 +611,7 @@ def test_generate_killed_at_random_resumes_from_the_checkpoint_exactly_once(tmp_
     row_errors = [e["line"] for e in read_jsonl(outdir / "errors.jsonl") if e["sample"] is None]
     assert sorted(row_errors) == [401, 402]  # recorded once each, whatever resume met them
     assert any(s > 1 for s in starts)  # some resume did seek past a watermark
+    assert snapshots_used  # and some read the done set from a snapshot a killed run left
     assert frames_end(outdir, prompts, 2, Shard()) == 403
     assert {(id_hash(r["id"]), r["sample"]) for r in results} == {(id_hash(f"p{i}"), k) for i in range(400) for k in range(2)}
 

@@ -10,8 +10,10 @@ from rich.console import Console
 from rich.table import Table
 
 from fleetgen.config import field_help
-from fleetgen.doctor import DoctorConfig, DoctorReport, Status, run_doctor, write_fix
+from fleetgen.doctor.config import DoctorConfig
+from fleetgen.doctor.report import DoctorReport, Status
 
+# The checks (and what they import: the fleet, psutil, aiohttp) load when the command runs.
 _STYLE = {Status.OK: "green", Status.SKIP: "dim", Status.WARN: "yellow", Status.FAIL: "bold red"}
 
 
@@ -29,6 +31,7 @@ def doctor(
 ) -> None:
     """Diagnose the GPU/CUDA/engine environment; exit 1 if any check fails."""
     from fleetgen.config import validate
+    from fleetgen.doctor import run_doctor, write_fix
 
     config = validate(DoctorConfig, {
         "engine": engine, "model": model, "python": python, "tp": tp, "mem_fraction": mem_fraction,

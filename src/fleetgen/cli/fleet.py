@@ -1,29 +1,32 @@
-"""`fleetgen up / status / down`."""
+"""`fleetgen up / status / down`.
+
+Only the config model is imported at module level (the flags' help is its field descriptions);
+the launcher, the HTTP probes, psutil and rich's live view load inside the command that uses them,
+so `fleetgen --help`, `status` and `down` start fast.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import json
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.console import Console
-from rich.live import Live
-from rich.table import Table
 
-from fleetgen.cli._config import merge_flags
-from fleetgen.cli._wide import print_whole
 from fleetgen.config import field_help as _h
-from fleetgen.config import validate
-from fleetgen.fleet import FleetConfig, ReplicaProgress, down, fleet_status, up
-from fleetgen.fleet.config import DEFAULT_STATE_DIR
-from fleetgen.fleet.engines import Phase
-from fleetgen.fleet.jobs import JobProgress, read_jobs
+from fleetgen.fleet.config import DEFAULT_STATE_DIR, FleetConfig
 
-console = Console(stderr=True, soft_wrap=True)
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from fleetgen.fleet.jobs import JobProgress
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(stderr=True, soft_wrap=True)
 
 StateOpt = Annotated[Path, typer.Option("--state", help=_h(FleetConfig, "state_dir"))]
 ApiKeyOpt = Annotated[
@@ -55,6 +58,12 @@ def cmd_up(
     config: Annotated[Optional[Path], typer.Option(help="YAML file with a fleet config; flags given override it.")] = None,
 ) -> None:
     """Start a data-parallel fleet and return once every replica is verified. Engine flags go after `--`."""
+    import asyncio
+
+    from fleetgen.cli._config import merge_flags
+    from fleetgen.config import validate
+
+    console = _console()
     flags = {
         "engine": engine, "model": model, "replicas": replicas, "gpus": gpus, "tp": tp, "replicas_per_gpu": replicas_per_gpu,
         "host": host,
@@ -66,7 +75,7 @@ def cmd_up(
     if ctx.args:
         base["engine_args"] = list(base.get("engine_args") or []) + list(ctx.args)
     cfg = validate(FleetConfig, base, source=f"{config} and flags" if config else "flags")
-    fleet = asyncio.run(_up_with_live_view(cfg))
+    fleet = asyncio.run(_up_with_live_view(cfg, console))
     for r in fleet.replicas:
         where = f"  node {r.node}  actor {r.actor}" if r.actor else ""
         console.print(f"replica {r.index}: {r.endpoint}  pid {r.pid}{where}  log {r.log_path}")
@@ -77,7 +86,13 @@ def cmd_up(
     console.print(f"generation path: {asyncio.run(fleet_paths(fleet.endpoints, fleet.served_model_name, key))}")
 
 
-async def _up_with_live_view(cfg: FleetConfig):
+async def _up_with_live_view(cfg: FleetConfig, console):
+    from rich.live import Live
+    from rich.table import Table
+
+    from fleetgen.fleet import ReplicaProgress, up
+    from fleetgen.fleet.engines import Phase
+
     rows: dict[int, ReplicaProgress] = {}
     if not sys.stderr.isatty():
         last: dict[int, Phase] = {}
@@ -114,6 +129,16 @@ def cmd_status(
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:
     """Show each replica (alive, healthy, latency, load, throughput, memory) and the jobs driving the fleet."""
+    import asyncio
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from fleetgen.cli._wide import print_whole
+    from fleetgen.fleet.jobs import read_jobs
+    from fleetgen.fleet.status import fleet_status
+
     fleet, statuses = asyncio.run(fleet_status(state, api_key=api_key))
     jobs = read_jobs(state)
     if as_json:
@@ -168,8 +193,10 @@ def cmd_down(
     grace: Annotated[float, typer.Option(help=_h(FleetConfig, "stop_grace_s"))] = 20.0,
 ) -> None:
     """Stop the fleet (SIGTERM, then SIGKILL after the grace period); safe to run twice."""
+    from fleetgen.fleet.stop import down
+
     n = down(state, grace_s=grace)
-    console.print(f"stopped {n} process(es)" if n else f"no fleet running from {state}")
+    _console().print(f"stopped {n} process(es)" if n else f"no fleet running from {state}")
 
 
 def register(app: typer.Typer) -> None:

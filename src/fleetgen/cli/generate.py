@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 import yaml
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from fleetgen.cli._config import merge_flags
@@ -17,9 +16,13 @@ from fleetgen.cli._wide import print_whole
 from fleetgen.config import field_help as _h
 from fleetgen.config import validate
 from fleetgen.errors import ConfigError
-from fleetgen.generate import GenerateConfig, ShardDone, ShardedRun, Stats, generate, run_shards
-from fleetgen.generate.token_ids import MISSING
+# Only the config and two light modules at module level: the runner (aiohttp, the journal) loads when the command runs.
+from fleetgen.generate.config import GenerateConfig
 from fleetgen.generate.stats import describe_silence
+from fleetgen.generate.token_ids import MISSING
+
+if TYPE_CHECKING:
+    from fleetgen.generate import ShardedRun, Stats
 
 console = Console(stderr=True)
 
@@ -96,6 +99,8 @@ def cmd_generate(
     base = merge_flags(ctx, flags, config, _FIELD_OF)
     cfg = validate(GenerateConfig, base, source=f"{config} and flags" if config else "flags")
     if cfg.shards is not None:
+        from fleetgen.generate import run_shards
+
         sharded = run_shards(cfg)
         _print_shards(sharded, cfg.output_dir)
         if sharded.interrupted:
@@ -126,6 +131,10 @@ def read_profiles(path: Path) -> list:
 
 
 def _run_with_progress(cfg: GenerateConfig) -> Stats:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from fleetgen.generate import generate
+
     if not sys.stderr.isatty():
         return generate(cfg)
     columns = (
@@ -175,6 +184,8 @@ def _print_summary(s: Stats, outdir: Path) -> None:
 
 
 def _print_shards(run: ShardedRun, outdir: Path) -> None:
+    from fleetgen.generate import ShardDone
+
     t = Table(title=f"generate: {outdir} ({len(run.outcomes)} shards as {'Ray tasks' if run.runner == 'ray' else 'processes'})")
     for col in ("shard", "ran on", "ok", "errors", "resumed", "out tokens", "wall s"):
         t.add_column(col, justify="right")

@@ -8,8 +8,6 @@ from typing import Annotated
 import typer
 
 from fleetgen.errors import ConfigError
-from fleetgen.run import load_job
-from fleetgen.run.plan import format_plan, plan_job, read_warmup
 
 
 def cmd_plan(
@@ -29,6 +27,9 @@ def cmd_plan(
     ] = None,
 ) -> None:
     """Estimate the job's wall time and GPU-hours: rows x samples x tokens per sample / throughput."""
+    from fleetgen.run import load_job
+    from fleetgen.run.plan import format_plan, plan_job, read_warmup
+
     job = load_job(job_file)
     warm = read_warmup(from_stats) if from_stats else None
     rate = throughput if throughput is not None else (warm.tokens_per_s if warm else None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -12,9 +12,10 @@ from rich.markup import escape
 
 from fleetgen.config import field_help as _h
 from fleetgen.config import validate
-from fleetgen.generate import GenerateConfig
-from fleetgen.run import RunEvent, load_job, run_job
-from fleetgen.run.config import GenerateSection
+from fleetgen.generate.config import GenerateConfig
+
+if TYPE_CHECKING:
+    from fleetgen.run import RunEvent
 
 console = Console(stderr=True, soft_wrap=True)
 
@@ -32,6 +33,9 @@ def cmd_run(
     ] = False,
 ) -> None:
     """Run doctor -> mix -> up -> generate -> down -> export -> report; resumable at every stage."""
+    from fleetgen.run import load_job, run_job
+    from fleetgen.run.config import GenerateSection
+
     job = load_job(job_file)
     # The flags override generate.metrics_* of the job file (validated again there).
     watch = {"metrics_port": metrics_port, "metrics_host": metrics_host, "metrics_allow_remote": metrics_allow_remote or None}

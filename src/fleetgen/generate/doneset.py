@@ -134,10 +134,34 @@ class DoneSet:
     def copy(self) -> DoneSet:
         other = DoneSet.__new__(DoneSet)
         other._mask, other._n = self._mask, self._n
-        other._t = array("Q", self._t)
+        other._t = array("Q")
+        other._t.frombytes(self._t)  # one copy of the buffer (the table may be a mapped snapshot, see donefile.py)
         other._wide, other.bad_lines = set(self._wide), set(self.bad_lines)
         other.results, other.errors = self.results, self.errors
         return other
+
+    # --- a snapshot on disk (donefile.py): the table as it is, so a resume need not rebuild it -------
+
+    @property
+    def table(self) -> memoryview:
+        """The slots as bytes (three 64-bit words a slot), for writing as they are."""
+        return memoryview(self._t).cast("B")
+
+    @classmethod
+    def over(cls, table: memoryview, n: int, wide: set[tuple[int, int]], bad_lines: set[int],
+             results: int, errors: int) -> DoneSet:
+        """A done set whose table is `table` (64-bit words, 3 a slot, a power of two slots), used in place, not copied.
+
+        `table` may be a private (copy-on-write) mapping of a snapshot file: only the pages a
+        resume touches are read, and a write changes this process's copy, never the file.
+        """
+        slots = len(table) // 3
+        if slots < 1 << _MIN_BITS or slots & (slots - 1) or len(table) != 3 * slots:
+            raise ValueError(f"a done-set table of {len(table)} words is not 3 x a power of two slots")
+        done = cls.__new__(cls)
+        done._t, done._mask, done._n = table, slots - 1, n
+        done._wide, done.bad_lines, done.results, done.errors = wide, bad_lines, results, errors
+        return done
 
     # --- bulk: numpy builds the table from many keys at once (the key index, a growing table) ---------
 

@@ -57,11 +57,15 @@ class Loaded:
     whole: bool  # every byte of the index file was a sound frame
 
 
-def read_index(path: Path, on_keys: Callable[[np.ndarray], None] | None = None) -> Loaded | None:
+def read_index(path: Path, on_keys: Callable[[np.ndarray], None] | None = None,
+               start: tuple[int, int, int] | None = None) -> Loaded | None:
     """The sound, contiguous frames of the index at `path`; None when it is missing or has no header.
 
     With on_keys, keys are handed over about a million at a time as they are read and not kept
     (Loaded.keys is then empty): memory stays one chunk, whatever the index's size.
+    start (index byte offset, results offset, CRC of the results' line ending there): begin at a
+    frame boundary known from elsewhere (a done-set snapshot, donefile.py) instead of the header;
+    the frames before it are taken as read.
     """
     try:
         f = open(path, "rb")
@@ -71,6 +75,9 @@ def read_index(path: Path, on_keys: Callable[[np.ndarray], None] | None = None) 
         if f.read(len(HEADER)) != HEADER:
             return None
         pos, end, crc = len(HEADER), 0, 0
+        if start is not None:
+            pos, end, crc = start
+            f.seek(pos)
         parts: list[np.ndarray] = []
         pending = 0
         while True:
@@ -96,6 +103,19 @@ def read_index(path: Path, on_keys: Callable[[np.ndarray], None] | None = None) 
         parts = []
     keys = np.concatenate(parts) if parts else np.empty(0, dtype=KEY_DTYPE)
     return Loaded(keys, end, crc, pos, whole)
+
+
+def tail_crc(path: Path, end: int, size: int = 1 << 16) -> int | None:
+    """CRC32 of the `size` bytes of `path` before byte `end` (fewer near its start); None when it is shorter."""
+    try:
+        with open(path, "rb") as f:
+            if end > os.fstat(f.fileno()).st_size:
+                return None
+            begin = max(len(HEADER), end - size)
+            f.seek(begin)
+            return zlib.crc32(f.read(end - begin))
+    except FileNotFoundError:
+        return None
 
 
 def matches_results(loaded: Loaded, results: Path) -> bool:

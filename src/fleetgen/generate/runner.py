@@ -40,6 +40,7 @@ from fleetgen.generate.stats import Clock, Stats
 from fleetgen.generate.warmup import Warmup
 from fleetgen.generate.watch import JobWatch
 from fleetgen.generate.watermark import Progress, job_digest
+from fleetgen.generate.stamp import stamped_fingerprint
 from fleetgen.generate.writer import Writer
 
 if TYPE_CHECKING:
@@ -159,7 +160,7 @@ async def _run(
         raise ConfigError("generate() runs one process; shards (--shards N) are run by fleetgen.generate.shards.run_shards",
                           hint="call run_shards(config), or use `fleetgen generate --shards N`")
     target = resolve_target(config)
-    fp, rows = await asyncio.to_thread(fingerprint, config.prompts)
+    fp, rows = await asyncio.to_thread(stamped_fingerprint, config.prompts, config.output_dir)  # stamp.py
     stats = Stats(clock=clock, total=rows * config.samples)
     dispatcher = Dispatcher(target.endpoints, target.window, _policy(config), clock=clock, stats=stats)
     stats.replicas = dispatcher.all_stats
@@ -365,6 +366,7 @@ class _Loop:
             await writer_task
         if self.progress is not None:  # the writer ended without an error: the journal is all on disk
             self.progress.close()
+        self.writer.journal.save_done(if_changed=True)  # the next resume maps the done set, not rebuilds it
         if self._fatal is not None:
             raise self._fatal
 

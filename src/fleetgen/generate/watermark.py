@@ -37,6 +37,8 @@ import numpy as np
 import orjson
 
 from fleetgen import __version__
+from fleetgen.generate import claimsfile
+from fleetgen.generate.claimsfile import SortedClaims
 from fleetgen.generate.doneset import id_hash
 from fleetgen.generate.keyindex import last_line_crc
 
@@ -65,21 +67,35 @@ def job_digest(identity: dict[str, Any], samples: int, shard: tuple[int, int]) -
 
 
 class PrefixClaims:
-    """The ids first seen before the watermark, with their lines; looked up by id hash (sorted on first use)."""
+    """The ids first seen before the watermark, with their lines; looked up by id hash (sorted on first use).
 
-    def __init__(self, claims: np.ndarray) -> None:
+    With a claims snapshot (claimsfile.py), its sorted arrays answer for the lines below min(its
+    line, `limit`) in place, and `claims` holds only the checkpoint's claims of the lines after it.
+    """
+
+    def __init__(self, claims: np.ndarray, snapshot: SortedClaims | None = None, limit: int = 0) -> None:
         self._claims = claims
         self._lo: np.ndarray | None = None
+        self._snap, self._limit = snapshot, limit
 
     def __len__(self) -> int:
-        return len(self._claims) if self._lo is None else len(self._lo)
+        return (len(self._claims) if self._lo is None else len(self._lo)) + (len(self._snap.lo) if self._snap else 0)
 
     def line_of(self, rid: str) -> int | None:
         """The line that claimed `rid` before the watermark, or None."""
-        if self._lo is None:
-            self._sort()
         h = id_hash(rid)
         lo, hi = h & _U64, h >> 64
+        snap = self._snap
+        if snap is not None:
+            i = int(snap.lo.searchsorted(np.uint64(lo)))
+            n = len(snap.lo)
+            while i < n and int(snap.lo[i]) == lo:
+                if int(snap.hi[i]) == hi:
+                    line = int(snap.lines[i])
+                    return line if line < self._limit else None  # an id is claimed once: not before the watermark
+                i += 1
+        if self._lo is None:
+            self._sort()
         i = int(self._lo.searchsorted(np.uint64(lo)))
         n = len(self._lo)
         while i < n and int(self._lo[i]) == lo:
@@ -94,6 +110,20 @@ class PrefixClaims:
         self._lo = np.ascontiguousarray(c["lo"][order])
         self._hi, self._line = c["hi"][order], c["line"][order]
         self._claims = None  # type: ignore[assignment]
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every claim before the watermark as (lo, hi, line) arrays, in no particular order (for a new snapshot)."""
+        if self._lo is None:
+            self._sort()
+        parts = [(self._lo, self._hi, self._line)]
+        snap = self._snap
+        if snap is not None:
+            if self._limit >= snap.line:
+                parts.insert(0, (snap.lo, snap.hi, snap.lines))
+            else:
+                keep = snap.lines < self._limit
+                parts.insert(0, (snap.lo[keep], snap.hi[keep], snap.lines[keep]))
+        return tuple(np.concatenate([p[k] for p in parts]) for k in range(3))  # type: ignore[return-value]
 
 
 @dataclass
@@ -114,8 +144,13 @@ class _Loaded:
     whole: bool
 
 
-def read_checkpoint(path: Path, digest: bytes) -> _Loaded | None:
-    """The sound, ordered frames of the checkpoint at `path`; None when missing or another job's."""
+def read_checkpoint(path: Path, digest: bytes, skip_before: int = 0) -> _Loaded | None:
+    """The sound, ordered frames of the checkpoint at `path`; None when missing or another job's.
+
+    skip_before: a claims snapshot holds every claim of the lines below it, so the claims of frames
+    that end at or before it are not read (their headers still are, CRC and all); of the frames
+    after, only the claims of lines at or past it are kept.
+    """
     try:
         f = open(path, "rb")
     except FileNotFoundError:
@@ -140,13 +175,23 @@ def read_checkpoint(path: Path, digest: bytes) -> _Loaded | None:
                 break  # a frame never moves back
             if n_claims + n > len(claims):
                 break
+            if fields[2] <= skip_before:
+                if pos + len(head) + n * CLAIM_DTYPE.itemsize > size:
+                    break  # a torn frame
+                f.seek(n * CLAIM_DTYPE.itemsize, os.SEEK_CUR)
+                pos += len(head) + n * CLAIM_DTYPE.itemsize
+                last = fields
+                continue
             part = raw[n_claims * CLAIM_DTYPE.itemsize : (n_claims + n) * CLAIM_DTYPE.itemsize]
             if f.readinto(memoryview(part)) != len(part) or zlib.crc32(part) != fields[9]:
                 break
             n_claims += n
             pos += len(head) + len(part)
             last = fields
-    return _Loaded(last, claims[:n_claims], pos, pos == size)
+    kept = claims[:n_claims]
+    if skip_before:
+        kept = kept[kept["line"] >= skip_before]
+    return _Loaded(last, kept, pos, pos == size)
 
 
 def _still_valid(fields: tuple, results: Path, errors: Path) -> bool:
@@ -167,9 +212,12 @@ class Progress:
     """
 
     def __init__(self, path: Path, fd: int | None, done: DoneSet, samples: int,
-                 ends: Callable[[], tuple[int, int, int, int]], start: Start | None) -> None:
+                 ends: Callable[[], tuple[int, int, int, int]], start: Start | None,
+                 claims_at: tuple[bytes, int, int] | None = None) -> None:
         self.path, self._fd, self._done, self._samples, self._ends = path, fd, done, samples, ends
         self.start = start
+        # (job digest, the claims snapshot's line, checkpoint offset where this run's frames begin)
+        self._claims_at = claims_at
         self._line, self._offset, self._count = (start.line, start.offset, start.count) if start else (1, 0, 0)
         self._written = self._line if start else 0
         self._claims = _Claims()  # claimed before the watermark, not yet in a frame
@@ -182,18 +230,20 @@ class Progress:
              paths: tuple[Path, Path], ends: Callable[[], tuple[int, int, int, int]]) -> Progress:
         """Load the checkpoint when sound and this job's (cutting a torn tail), else start a new one."""
         path = outdir / checkpoint_name(suffix)
-        start, fd = None, None
+        start, fd, run_from = None, None, len(_MAGIC) + len(digest)
+        snap = claimsfile.load(outdir / claimsfile.claims_name(suffix), digest)
         try:
-            loaded = read_checkpoint(path, digest)
+            loaded = read_checkpoint(path, digest, skip_before=snap.line if snap else 0)
         except OSError:
             loaded = None
         try:
             if loaded is not None and loaded.fields is not None and _still_valid(loaded.fields, *paths):
                 fields = loaded.fields
-                start = Start(fields[2], fields[3], fields[4], PrefixClaims(loaded.claims))
+                start = Start(fields[2], fields[3], fields[4], PrefixClaims(loaded.claims, snap, fields[2]))
                 if not loaded.whole:
                     os.truncate(path, loaded.good_bytes)
                 fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+                run_from = loaded.good_bytes
             else:
                 # Missing, stale or another job's: a new file (temporary, rename) that claims nothing yet.
                 tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
@@ -208,7 +258,7 @@ class Progress:
         except OSError as e:
             _note(path, e)
             start, fd = None, None
-        return cls(path, fd, done, samples, ends, start)
+        return cls(path, fd, done, samples, ends, start, (digest, snap.line if snap else 0, run_from))
 
     # --- what the work list reports, one call a prompt row, in file order ----------------------------
 
@@ -272,9 +322,26 @@ class Progress:
             self._write()
 
     def close(self) -> None:
-        """At the end of a run whose journal is all on disk: the last frame, then the file is closed."""
+        """At the end of a run whose journal is all on disk: the last frame, the claims snapshot, then the file is closed."""
         self.advance()
+        if self._fd is not None and self._claims_at is not None and self._written > self._claims_at[1]:
+            self._save_claims()
         self.release()
+
+    def _save_claims(self) -> None:
+        """The claims before the watermark, sorted, for the next resume to map (claimsfile.py); advisory."""
+        digest, _, run_from = self._claims_at  # type: ignore[misc]
+        target = self.path.with_name(claimsfile.claims_name(self.path.name[len("resume"):-len(".ckpt")]))
+        try:
+            new = _frame_claims(self.path, run_from)
+            old = self.start.claims.arrays() if self.start is not None else None
+            lo, hi, line = (np.concatenate([old[k], new[name]]) if old is not None else new[name]
+                            for k, name in enumerate(("lo", "hi", "line")))
+            order = np.argsort(lo, kind="stable")
+            claimsfile.save(target, digest, self._written, lo[order], hi[order], line[order])
+        except OSError as e:
+            print(f"note: claims snapshot {target} not saved ({e.strerror or e}); the next resume sorts the claims",
+                  file=sys.stderr)
 
     def release(self) -> None:
         """Close the file without a last frame (a run that ended on an error: the done set may hold more than the disk)."""
@@ -306,6 +373,25 @@ class Progress:
 
 
 _ROW, _BAD = "row", "bad"
+
+
+def _frame_claims(path: Path, offset: int) -> np.ndarray:
+    """The claims of the frames from byte `offset` of the checkpoint on (this run's own, all sound: it wrote them)."""
+    parts = []
+    with open(path, "rb") as f:
+        f.seek(offset)
+        while True:
+            head = f.read(_FRAME.size + _CRC.size)
+            if len(head) < _FRAME.size + _CRC.size:
+                break
+            fields = _FRAME.unpack_from(head)
+            if fields[0] != _FRAME_MAGIC or zlib.crc32(head[: _FRAME.size]) != _CRC.unpack_from(head, _FRAME.size)[0]:
+                raise OSError(f"frame at byte {f.tell() - len(head)} is not sound")
+            payload = f.read(fields[1] * CLAIM_DTYPE.itemsize)
+            if len(payload) != fields[1] * CLAIM_DTYPE.itemsize or zlib.crc32(payload) != fields[9]:
+                raise OSError(f"frame at byte {f.tell() - len(payload) - len(head)} is torn")
+            parts.append(np.frombuffer(payload, dtype=CLAIM_DTYPE))
+    return np.concatenate(parts) if parts else np.empty(0, dtype=CLAIM_DTYPE)
 
 
 class _Claims:

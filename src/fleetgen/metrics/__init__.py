@@ -1,15 +1,27 @@
 """fleetgen's own Prometheus metrics: what a running `generate` or `run` shows to Prometheus and Grafana."""
 
-from fleetgen.metrics.catalog import ALL, MetricSpec
-from fleetgen.metrics.collectors import GenerateCollector, RunCollector, safe_endpoint
-from fleetgen.metrics.server import MetricsServer, check_bind
+from __future__ import annotations
 
-__all__ = [
-    "ALL",
-    "GenerateCollector",
-    "MetricSpec",
-    "MetricsServer",
-    "RunCollector",
-    "check_bind",
-    "safe_endpoint",
-]
+from typing import TYPE_CHECKING
+
+from fleetgen._lazy import lazy_exports
+
+# public name -> the module defining it; loaded on first use (see fleetgen._lazy)
+_EXPORTS = {
+    "ALL": "fleetgen.metrics.catalog",
+    "GenerateCollector": "fleetgen.metrics.collectors",
+    "MetricSpec": "fleetgen.metrics.catalog",
+    "MetricsServer": "fleetgen.metrics.server",
+    "RunCollector": "fleetgen.metrics.collectors",
+    "check_bind": "fleetgen.metrics.server",
+    "safe_endpoint": "fleetgen.metrics.collectors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:
+    from fleetgen.metrics.catalog import ALL, MetricSpec
+    from fleetgen.metrics.collectors import GenerateCollector, RunCollector, safe_endpoint
+    from fleetgen.metrics.server import MetricsServer, check_bind
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

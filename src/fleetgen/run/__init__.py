@@ -1,6 +1,24 @@
 """`fleetgen run`: the whole pipeline from one job file."""
 
-from fleetgen.run.config import JobConfig, load_job
-from fleetgen.run.pipeline import RunEvent, RunSummary, run_job
+from __future__ import annotations
 
-__all__ = ["JobConfig", "RunEvent", "RunSummary", "load_job", "run_job"]
+from typing import TYPE_CHECKING
+
+from fleetgen._lazy import lazy_exports
+
+# public name -> the module defining it; loaded on first use (see fleetgen._lazy)
+_EXPORTS = {
+    "JobConfig": "fleetgen.run.config",
+    "RunEvent": "fleetgen.run.pipeline",
+    "RunSummary": "fleetgen.run.pipeline",
+    "load_job": "fleetgen.run.config",
+    "run_job": "fleetgen.run.pipeline",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:
+    from fleetgen.run.config import JobConfig, load_job
+    from fleetgen.run.pipeline import RunEvent, RunSummary, run_job
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -1,0 +1,79 @@
+"""The CLI starts without the libraries only a running command needs (issue 26: an instant CLI).
+
+`fleetgen --help` builds every command's help from the config models' field descriptions, so
+each command module is imported at start; what it must not import at start is the machinery
+behind the command: aiohttp (its import builds SSL contexts), the journal, the launcher, psutil,
+pyarrow, transformers. Checked through `sys.modules` of a fresh interpreter, never by timing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+# Libraries (and fleetgen modules) a start-up must not load; each costs tens of ms or more.
+HEAVY = (
+    "aiohttp", "psutil", "numpy", "pyarrow", "transformers", "torch", "datasketch", "scipy", "matplotlib",
+    "uvloop", "rich.live", "rich.progress", "fleetgen.fleet.launcher", "fleetgen.fleet.status",
+    "fleetgen.generate.runner", "fleetgen.generate.journal", "fleetgen.doctor.run", "fleetgen.export.run",
+    "fleetgen.mix.build", "fleetgen.run.pipeline",
+)
+
+
+def _modules_after(code: str, tmp_path) -> set[str]:
+    """Run `code` in a fresh interpreter; the modules it left loaded."""
+    out = tmp_path / "modules.json"
+    script = (
+        "import json, sys\n"
+        f"try:\n    {code}\nexcept SystemExit:\n    pass\n"
+        f"json.dump(sorted(sys.modules), open({str(out)!r}, 'w'))\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True)
+    return set(json.loads(out.read_text()))
+
+
+def _heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in HEAVY if m in modules)
+
+
+def test_importing_the_app_loads_no_command_machinery(tmp_path):
+    modules = _modules_after("import fleetgen.cli.app", tmp_path)
+    assert "fleetgen.cli.app" in modules and "fleetgen.generate.config" in modules
+    assert _heavy(modules) == []
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["generate", "--help"], ["up", "--help"], ["export", "--help"]])
+def test_help_loads_no_command_machinery(tmp_path, argv):
+    modules = _modules_after(f"from fleetgen.cli.app import app; app({argv!r})", tmp_path)
+    assert "typer" in modules
+    assert _heavy(modules) == []
+
+
+def test_down_loads_no_http_client(tmp_path):
+    state = tmp_path / "fleet"
+    modules = _modules_after(f"from fleetgen.cli.app import app; app(['down', '--state', {str(state)!r}])", tmp_path)
+    assert "fleetgen.fleet.stop" in modules  # it ran
+    assert _heavy([m for m in modules if m != "psutil"]) == []  # down may signal through psutil
+
+
+def test_status_loads_no_http_client(tmp_path):
+    """status probes with http.client: no aiohttp (nor the launcher) even when it runs."""
+    state = tmp_path / "fleet"
+    argv = ["fleetgen", "status", "--state", str(state)]
+    modules = _modules_after(f"sys.argv = {argv!r}; from fleetgen.cli.app import main; main()", tmp_path)
+    assert "fleetgen.fleet.status" in modules  # it ran (and found no fleet there)
+    assert _heavy([m for m in modules if m not in ("psutil", "fleetgen.fleet.status")]) == []
+
+
+def test_help_still_shows_the_config_field_descriptions():
+    from typer.testing import CliRunner
+
+    from fleetgen.cli.app import app
+    from fleetgen.fleet.config import FleetConfig
+
+    out = CliRunner().invoke(app, ["up", "--help"], env={"COLUMNS": "400"}).output
+    first_words = " ".join(FleetConfig.model_fields["replicas_per_gpu"].description.split()[:4])
+    assert first_words in " ".join(out.split())
