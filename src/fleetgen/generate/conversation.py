@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import aiohttp
@@ -13,6 +14,7 @@ from fleetgen.generate.client import ChatAnswer, Rejected, TransientError, chat
 from fleetgen.generate.config import GenerateConfig
 from fleetgen.generate.dispatcher import Dispatcher, Replica
 from fleetgen.generate.outcomes import Completed, Failed, Outcome
+from fleetgen.generate.prefix_map import prefix_blocks
 from fleetgen.generate.profiles import SamplingProfile, assign, sent_sampling
 from fleetgen.generate.profiles import apply as apply_profile
 from fleetgen.generate.records import PromptRecord
@@ -207,7 +209,7 @@ async def _turn(
             return await chat(s.http, replica.endpoint, body, timeout)
 
         try:
-            answer, replica = await s.dispatcher.run(prompt.id, call)
+            answer, replica = await s.dispatcher.run(prompt.id, call, partial(prefix_blocks, history, prompt.tools))
         except Rejected as e:
             if body.get("tool_choice") == "auto" and "tool choice" in e.message.lower() and not tool_fallback_tried:
                 # Requests already in flight with "auto" meet the same refusal: each retries once.

@@ -45,6 +45,16 @@ class ReplicaStats:
     in_rotation: bool = True
     ejections: int = 0
     latency: LatencyHistogram = field(default_factory=LatencyHistogram)
+    # The window's range over the run (it moves under --concurrency auto), and what the engine reported last.
+    window_min: int = 0
+    window_max: int = 0
+    engine_running: float | None = None
+    engine_waiting: float | None = None
+    engine_kv_usage: float | None = None
+    engine_preemptions: int = 0  # seen by the load poller during this run
+
+    def __post_init__(self) -> None:
+        self.window_min = self.window_max = self.window
 
 
 @dataclass
@@ -145,6 +155,8 @@ class Stats:
                     "index": r.index,
                     "endpoint": r.endpoint,
                     "window": r.window,
+                    "window_range": [r.window_min, r.window_max],
+                    "engine_preemptions": r.engine_preemptions,
                     "requests": r.requests,
                     "ok": r.ok,
                     "failures": r.failures,

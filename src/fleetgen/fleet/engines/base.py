@@ -75,6 +75,9 @@ class Metrics:
     waiting: float | None = None
     generation_tokens_total: float | None = None
     kv_cache_usage: float | None = None
+    # Requests preempted so far (a counter: vLLM), and retracted at the last report (a gauge: SGLang).
+    preemptions_total: float | None = None
+    retracted: float | None = None
     extra: dict[str, float] = field(default_factory=dict)
 
 

@@ -169,6 +169,7 @@ class SglangEngine(Engine):
             waiting=m.get("sglang:num_queue_reqs"),
             generation_tokens_total=m.get("sglang:generation_tokens_total"),
             kv_cache_usage=m.get("sglang:token_usage"),
+            retracted=m.get("sglang:num_retracted_reqs"),
             extra=extra,
         )
 

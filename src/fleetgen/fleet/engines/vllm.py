@@ -124,6 +124,7 @@ class VllmEngine(Engine):
             waiting=m.get("vllm:num_requests_waiting"),
             generation_tokens_total=m.get("vllm:generation_tokens_total"),
             kv_cache_usage=m.get("vllm:kv_cache_usage_perc", m.get("vllm:gpu_cache_usage_perc")),
+            preemptions_total=m.get("vllm:num_preemptions_total", m.get("vllm:num_preemptions")),
         )
 
     def config_endpoints(self) -> tuple[str, ...]:

@@ -1,0 +1,102 @@
+"""`--concurrency auto`: each replica's in-flight limit follows what its engine reports.
+
+A fixed limit is a guess: too low leaves the engine's batch half empty, too high fills its
+waiting queue and, on long answers, its KV cache, which then preempts (recomputes) running
+requests. The controller keeps the engine busy with a short queue and no preemption:
+
+- the engine queues more than a short queue (`waiting` above `queue_target`): it runs all it can,
+  so the limit comes down to our share of what it runs plus that short queue;
+- it preempted requests since the last reading: the limit is cut (x `backoff`), once per `hold_s`;
+- its KV cache is nearly full (`kv_high`): the limit holds;
+- otherwise, while we are what limits it (our in-flight requests at the limit), the limit grows:
+  doubling until the first sign of congestion (slow start), then by `grow_fraction` a reading,
+  never past what the KV cache would hold at the usage it reports now (`kv_target`).
+
+Pure logic with an injected clock: the poller (load_poll.py) feeds it readings, tests feed it
+synthetic ones.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+from fleetgen.generate.stats import Clock
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What one engine reported at one poll; None where it does not report it."""
+
+    running: float | None = None
+    waiting: float | None = None
+    kv_usage: float | None = None  # 0..1
+    preempted: float = 0.0  # requests preempted (vLLM) or retracted (SGLang) since the previous reading
+
+
+@dataclass(frozen=True)
+class LimitPolicy:
+    """The controller's knobs; the defaults are what bench/auto_concurrency.py was run with."""
+
+    floor: int = 4
+    ceiling: int = 1024
+    queue_min: int = 4  # the engine's waiting queue we aim for: max(queue_min, queue_fraction x running)
+    queue_fraction: float = 0.125
+    backoff: float = 0.7
+    grow_fraction: float = 0.125
+    kv_high: float = 0.92
+    kv_target: float = 0.85
+    hold_s: float = 3.0  # after a cut, no growth and no second cut for this long (the cut takes effect slowly)
+
+    def queue_target(self, running: float) -> int:
+        return max(self.queue_min, math.ceil(self.queue_fraction * running))
+
+
+class LimitController:
+    """One replica's limit; `update` takes a reading and the requests we hold there, returns the new limit."""
+
+    def __init__(self, start: int, policy: LimitPolicy = LimitPolicy(), clock: Clock = time.monotonic) -> None:
+        self.policy = policy
+        self.clock = clock
+        self.limit = min(max(start, policy.floor), policy.ceiling)
+        self.slow_start = True
+        self._cut_at: float | None = None
+        self.last_reason = "start"
+
+    def _cut(self, to: int, reason: str) -> None:
+        self.limit = max(self.policy.floor, min(self.limit, to))
+        self.slow_start = False
+        self._cut_at = self.clock()
+        self.last_reason = reason
+
+    def _holding(self) -> bool:
+        return self._cut_at is not None and self.clock() - self._cut_at < self.policy.hold_s
+
+    def update(self, reading: Reading, in_flight: int) -> int:
+        p = self.policy
+        running, waiting, kv = reading.running, reading.waiting, reading.kv_usage
+        if reading.preempted > 0:
+            if not self._holding():
+                self._cut(math.floor(min(self.limit, max(in_flight, 1)) * p.backoff), "preemption")
+            return self.limit
+        if running is not None and waiting is not None and waiting > p.queue_target(running):
+            total = running + waiting
+            # Our share of the engine's requests: other clients may use it too (or other shards of this job).
+            share = min(1.0, in_flight / total) if total > 0 else 1.0
+            target = math.ceil((running + p.queue_target(running)) * share)
+            if target < self.limit:
+                self._cut(target, "engine queue")
+            return self.limit
+        if kv is not None and kv >= p.kv_high:
+            self.last_reason = "kv cache full"
+            return self.limit
+        if self._holding() or in_flight < self.limit - max(1, self.limit // 8):
+            return self.limit  # a cut is settling, or the job gives the replica less than its limit (the tail)
+        grow = self.limit if self.slow_start else max(1, math.ceil(self.limit * p.grow_fraction))
+        if kv is not None and kv > 0:
+            # At steady state KV use scales with requests held: do not grow past what would fill kv_target.
+            grow = min(grow, max(1, math.floor(self.limit * (p.kv_target / kv - 1))))
+        self.limit = min(p.ceiling, self.limit + grow)
+        self.last_reason = "grow"
+        return self.limit
