@@ -8,9 +8,11 @@ requests. The controller keeps the engine busy with a short queue and no preempt
   so the limit comes down to our share of what it runs plus that short queue;
 - it preempted requests since the last reading: the limit is cut (x `backoff`), once per `hold_s`;
 - its KV cache is nearly full (`kv_high`): the limit holds;
+- an engine that reports no waiting queue keeps the starting limit (nothing says when it is full);
 - otherwise, while we are what limits it (our in-flight requests at the limit), the limit grows:
   doubling until the first sign of congestion (slow start), then by `grow_fraction` a reading,
-  never past what the KV cache would hold at the usage it reports now (`kv_target`).
+  never past what the KV cache would hold at the usage it reports now (`kv_target`), and, once the
+  engine queues some, only by what fills its queue up to the target.
 
 Pure logic with an injected clock: the poller (load_poll.py) feeds it readings, tests feed it
 synthetic ones.
@@ -45,8 +47,8 @@ class LimitPolicy:
     queue_fraction: float = 0.125
     backoff: float = 0.7
     grow_fraction: float = 0.125
-    kv_high: float = 0.92
-    kv_target: float = 0.85
+    kv_high: float = 0.95
+    kv_target: float = 0.9
     hold_s: float = 3.0  # after a cut, no growth and no second cut for this long (the cut takes effect slowly)
 
     def queue_target(self, running: float) -> int:
@@ -76,24 +78,34 @@ class LimitController:
     def update(self, reading: Reading, in_flight: int) -> int:
         p = self.policy
         running, waiting, kv = reading.running, reading.waiting, reading.kv_usage
-        if reading.preempted > 0:
-            if not self._holding():
-                self._cut(math.floor(min(self.limit, max(in_flight, 1)) * p.backoff), "preemption")
-            return self.limit
-        if running is not None and waiting is not None and waiting > p.queue_target(running):
-            total = running + waiting
+        queued = running is not None and waiting is not None and waiting > p.queue_target(running)
+        if queued:  # a measurement, not a guess: applies even while a cut settles
+            total = running + waiting  # type: ignore[operator]
             # Our share of the engine's requests: other clients may use it too (or other shards of this job).
             share = min(1.0, in_flight / total) if total > 0 else 1.0
-            target = math.ceil((running + p.queue_target(running)) * share)
+            target = math.ceil((running + p.queue_target(running)) * share)  # type: ignore[operator]
             if target < self.limit:
                 self._cut(target, "engine queue")
+        if reading.preempted > 0:
+            if not self._holding() or self.last_reason == "engine queue":
+                self._cut(math.floor(min(self.limit, max(in_flight, 1)) * p.backoff), "preemption")
+            return self.limit
+        if queued:
             return self.limit
         if kv is not None and kv >= p.kv_high:
             self.last_reason = "kv cache full"
             return self.limit
+        if waiting is None:
+            self.last_reason = "no queue reported"
+            return self.limit  # without the engine's queue nothing says when it is full: stay where we started
         if self._holding() or in_flight < self.limit - max(1, self.limit // 8):
             return self.limit  # a cut is settling, or the job gives the replica less than its limit (the tail)
         grow = self.limit if self.slow_start else max(1, math.ceil(self.limit * p.grow_fraction))
+        if waiting > 0:  # it already queues some: it runs all it can, so only fill the queue up to its target
+            grow = min(grow, p.queue_target(running or 0) - math.ceil(waiting))
+            if grow <= 0:
+                self.last_reason = "queue at target"
+                return self.limit
         if kv is not None and kv > 0:
             # At steady state KV use scales with requests held: do not grow past what would fill kv_target.
             grow = min(grow, max(1, math.floor(self.limit * (p.kv_target / kv - 1))))

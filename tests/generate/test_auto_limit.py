@@ -1,0 +1,139 @@
+"""The --concurrency auto controller on synthetic engine readings, with an injected clock (no timing)."""
+
+from __future__ import annotations
+
+import math
+
+from fleetgen.generate.auto_limit import LimitController, LimitPolicy, Reading
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def controller(start=8, **kw) -> tuple[LimitController, FakeClock]:
+    clock = FakeClock()
+    return LimitController(start, LimitPolicy(**kw), clock), clock
+
+
+def test_slow_start_doubles_while_the_engine_has_room_and_we_fill_the_limit():
+    c, clock = controller(start=8)
+    seen = []
+    for _ in range(4):
+        clock.t += 1
+        seen.append(c.update(Reading(running=c.limit, waiting=0, kv_usage=0.01), in_flight=c.limit))
+    assert seen == [16, 32, 64, 128]
+
+
+def test_no_growth_when_the_job_gives_less_than_the_limit_or_no_queue_is_reported():
+    c, clock = controller(start=64)
+    clock.t += 1
+    assert c.update(Reading(running=20, waiting=0, kv_usage=0.1), in_flight=20) == 64  # the tail: 20 of 64 used
+    assert c.update(Reading(running=64, waiting=None, kv_usage=None), in_flight=64) == 64  # a server without a queue gauge
+
+
+def test_growth_only_fills_the_engine_queue_up_to_its_target():
+    c, clock = controller(start=100)
+    c.slow_start = False
+    clock.t += 1
+    # it runs 96 and queues 4 of ours: its queue target is 12, so 8 more, not the usual 12.5%
+    assert c.update(Reading(running=96, waiting=4, kv_usage=0.2), in_flight=100) == 108
+    clock.t += 1
+    assert c.update(Reading(running=96, waiting=12, kv_usage=0.2), in_flight=108) == 108  # at target: hold
+
+
+def test_an_engine_queue_brings_the_limit_to_what_it_runs_plus_a_short_queue():
+    c, clock = controller(start=256)
+    clock.t += 1
+    # the engine runs 96 at most (its max running requests); 160 of ours wait there
+    limit = c.update(Reading(running=96, waiting=160, kv_usage=0.3), in_flight=256)
+    assert limit == 96 + LimitPolicy().queue_target(96) == 108
+    # another client holds half of the engine's requests: our share of 96 + queue
+    c2, clock2 = controller(start=256)
+    clock2.t += 1
+    assert c2.update(Reading(running=96, waiting=160, kv_usage=0.3), in_flight=128) == 54
+
+
+def test_preemption_cuts_once_per_hold_and_growth_resumes_after_it():
+    c, clock = controller(start=100, hold_s=3.0)
+    clock.t += 1
+    assert c.update(Reading(running=100, waiting=0, kv_usage=0.99, preempted=5), in_flight=100) == 70
+    clock.t += 1  # still preempting while the cut settles: no second cut
+    assert c.update(Reading(running=90, waiting=0, kv_usage=0.98, preempted=3), in_flight=90) == 70
+    clock.t += 1
+    assert c.update(Reading(running=70, waiting=0, kv_usage=0.5), in_flight=70) == 70  # settling: no growth yet
+    clock.t += 2  # past the hold
+    grown = c.update(Reading(running=70, waiting=0, kv_usage=0.5), in_flight=70)
+    assert 70 < grown <= 70 + math.ceil(70 * LimitPolicy().grow_fraction)  # additive now, not doubling
+    clock.t += 3
+    assert c.update(Reading(running=grown, waiting=0, kv_usage=0.8, preempted=1), in_flight=grown) == math.floor(grown * 0.7)
+
+
+def test_a_full_kv_cache_holds_and_growth_stops_short_of_the_kv_target():
+    c, clock = controller(start=40)
+    clock.t += 1
+    p = LimitPolicy()
+    assert c.update(Reading(running=40, waiting=0, kv_usage=p.kv_high), in_flight=40) == 40
+    clock.t += 1
+    # 40 requests use 50% of the cache: doubling would need 100%; stop where kv_target (90%) is projected
+    assert c.update(Reading(running=40, waiting=0, kv_usage=0.5), in_flight=40) == 40 + math.floor(40 * (p.kv_target / 0.5 - 1)) == 72
+
+
+def test_limits_stay_within_floor_and_ceiling():
+    c, clock = controller(start=2, floor=4, ceiling=50)
+    assert c.limit == 4
+    for _ in range(10):
+        clock.t += 1
+        c.update(Reading(running=c.limit, waiting=0, kv_usage=0.0), in_flight=c.limit)
+    assert c.limit == 50
+    for _ in range(10):
+        clock.t += 10
+        c.update(Reading(running=10, waiting=0, kv_usage=0.99, preempted=2), in_flight=c.limit)
+    assert c.limit == 4
+
+
+class SimEngine:
+    """A toy engine: runs at most `max_running`, holds `kv_tokens`; a request grows to `answer` tokens.
+
+    It admits requests while the cache holds them at their current (half-grown, on average) size, as
+    vLLM does, and preempts what no longer fits once they have grown: over-admission shows as preemption.
+    """
+
+    def __init__(self, max_running: int, kv_tokens: int, answer: int) -> None:
+        self.max_running, self.kv_tokens, self.answer = max_running, kv_tokens, answer
+
+    def read(self, in_flight: int) -> Reading:
+        admitted = min(in_flight, self.max_running, 2 * self.kv_tokens // self.answer)
+        fits = self.kv_tokens // self.answer
+        running = min(admitted, fits)
+        return Reading(running=running, waiting=in_flight - running, kv_usage=min(1.0, admitted * self.answer / self.kv_tokens),
+                       preempted=max(0, admitted - fits))
+
+
+def run_sim(c: LimitController, clock: FakeClock, engine: SimEngine, polls: int) -> list[Reading]:
+    readings = []
+    for _ in range(polls):
+        clock.t += 1
+        r = engine.read(c.limit)  # a saturated job: we hold as many as the limit allows
+        readings.append(r)
+        c.update(r, in_flight=c.limit)
+    return readings
+
+
+def test_it_follows_the_answers_getting_longer_and_settles_without_preemption():
+    c, clock = controller(start=64)
+    engine = SimEngine(max_running=256, kv_tokens=64_000, answer=200)  # short answers: the batch limit binds
+    readings = run_sim(c, clock, engine, 40)
+    assert 256 <= c.limit <= 256 + LimitPolicy().queue_target(256)
+    assert all(r.running == 256 for r in readings[-10:]) and sum(r.preempted for r in readings[-10:]) == 0
+    engine.answer = 1000  # long answers: 64 fit in the cache now
+    readings = run_sim(c, clock, engine, 60)
+    assert sum(r.preempted for r in readings[:5]) > 0  # it overshot once...
+    tail = readings[-20:]
+    assert sum(r.preempted for r in tail) == 0  # ...and settles where nothing is preempted
+    assert all(r.running >= 0.7 * 64 for r in tail)  # while the engine stays busy
+    assert c.limit <= 64 + LimitPolicy().queue_target(64)
