@@ -137,3 +137,29 @@ def test_it_follows_the_answers_getting_longer_and_settles_without_preemption():
     assert sum(r.preempted for r in tail) == 0  # ...and settles where nothing is preempted
     assert all(r.running >= 0.7 * 64 for r in tail)  # while the engine stays busy
     assert c.limit <= 64 + LimitPolicy().queue_target(64)
+
+
+def test_requests_the_engine_has_not_taken_in_yet_count_as_its_queue():
+    # 264 sent, the engine counts 12 running and none waiting: 252 are in its front end (templating, tokenizing)
+    c, clock = controller(start=264)
+    clock.t += 1
+    assert c.update(Reading(running=12, waiting=0, kv_usage=0.3), in_flight=264) == 12 + LimitPolicy().queue_target(12)
+
+
+def test_preemption_while_the_last_cut_drains_does_not_cut_again_and_its_level_is_approached_slowly():
+    c, clock = controller(start=40, hold_s=3.0)
+    c.slow_start = False
+    clock.t += 1
+    assert c.update(Reading(running=14, waiting=20, kv_usage=1.0, preempted=3), in_flight=40) == 18  # the queue rule
+    for _ in range(5):  # 40 still in flight, preempting: no cut below 18 before they drain to it
+        clock.t += 5
+        assert c.update(Reading(running=14, waiting=10, kv_usage=1.0, preempted=3), in_flight=30) == 18
+    clock.t += 5
+    assert c.update(Reading(running=14, waiting=4, kv_usage=1.0, preempted=2), in_flight=18) == 12  # drained: cut
+    assert c.congested_at == 18
+    levels = []
+    for _ in range(12):
+        clock.t += 1
+        levels.append(c.update(Reading(running=c.limit, waiting=0, kv_usage=0.5), in_flight=c.limit))
+    # back to 90% of 18 fast, then one more per hold (3 s), not 12.5% a second
+    assert levels == [12, 12, 14, 16, 16, 16, 17, 17, 17, 18, 18, 18]

@@ -4,9 +4,11 @@ A fixed limit is a guess: too low leaves the engine's batch half empty, too high
 waiting queue and, on long answers, its KV cache, which then preempts (recomputes) running
 requests. The controller keeps the engine busy with a short queue and no preemption:
 
-- the engine queues more than a short queue (`waiting` above `queue_target`): it runs all it can,
+- the engine queues more than a short queue (`waiting` above `queue_target`, counting what we sent
+  that it has not taken in yet): it runs all it can,
   so the limit comes down to our share of what it runs plus that short queue;
-- it preempted requests since the last reading: the limit is cut (x `backoff`), once per `hold_s`;
+- it preempted requests since the last reading: the limit is cut (x `backoff`), once per `hold_s` and
+  only once what is in flight has drained to the limit; that level is then approached slowly;
 - its KV cache is nearly full (`kv_high`): the limit holds;
 - an engine that reports no waiting queue keeps the starting limit (nothing says when it is full);
 - otherwise, while we are what limits it (our in-flight requests at the limit), the limit grows:
@@ -50,6 +52,7 @@ class LimitPolicy:
     kv_high: float = 0.95
     kv_target: float = 0.9
     hold_s: float = 3.0  # after a cut, no growth and no second cut for this long (the cut takes effect slowly)
+    near_congestion: float = 0.9  # past this share of the level that last preempted, grow by 1 per hold_s
 
     def queue_target(self, running: float) -> int:
         return max(self.queue_min, math.ceil(self.queue_fraction * running))
@@ -63,7 +66,9 @@ class LimitController:
         self.clock = clock
         self.limit = min(max(start, policy.floor), policy.ceiling)
         self.slow_start = True
+        self.congested_at: int | None = None  # the level that last preempted: approached slowly
         self._cut_at: float | None = None
+        self._grew_at: float | None = None
         self.last_reason = "start"
 
     def _cut(self, to: int, reason: str) -> None:
@@ -72,23 +77,31 @@ class LimitController:
         self._cut_at = self.clock()
         self.last_reason = reason
 
-    def _holding(self) -> bool:
-        return self._cut_at is not None and self.clock() - self._cut_at < self.policy.hold_s
+    def _since(self, t: float | None) -> float:
+        return float("inf") if t is None else self.clock() - t
 
     def update(self, reading: Reading, in_flight: int) -> int:
         p = self.policy
         running, waiting, kv = reading.running, reading.waiting, reading.kv_usage
+        if running is not None and waiting is not None:
+            # What we sent that the engine does not count yet waits in its front end (templating, tokenizing).
+            waiting = max(waiting, in_flight - running)
+        # A lower limit takes effect only once what is in flight has drained to it: until then, no second cut.
+        settled = in_flight <= self.limit
         queued = running is not None and waiting is not None and waiting > p.queue_target(running)
-        if queued:  # a measurement, not a guess: applies even while a cut settles
+        if queued:  # a measurement, not a guess: applies even while an earlier cut drains
             total = running + waiting  # type: ignore[operator]
             # Our share of the engine's requests: other clients may use it too (or other shards of this job).
             share = min(1.0, in_flight / total) if total > 0 else 1.0
             target = math.ceil((running + p.queue_target(running)) * share)  # type: ignore[operator]
             if target < self.limit:
                 self._cut(target, "engine queue")
+                settled = in_flight <= self.limit
         if reading.preempted > 0:
-            if not self._holding() or self.last_reason == "engine queue":
-                self._cut(math.floor(min(self.limit, max(in_flight, 1)) * p.backoff), "preemption")
+            if settled and self._since(self._cut_at) >= p.hold_s:
+                base = min(self.limit, max(in_flight, 1))
+                self.congested_at = base
+                self._cut(math.floor(base * p.backoff), "preemption")
             return self.limit
         if queued:
             return self.limit
@@ -98,9 +111,17 @@ class LimitController:
         if waiting is None:
             self.last_reason = "no queue reported"
             return self.limit  # without the engine's queue nothing says when it is full: stay where we started
-        if self._holding() or in_flight < self.limit - max(1, self.limit // 8):
+        if not settled or self._since(self._cut_at) < p.hold_s or in_flight < self.limit - max(1, self.limit // 8):
             return self.limit  # a cut is settling, or the job gives the replica less than its limit (the tail)
         grow = self.limit if self.slow_start else max(1, math.ceil(self.limit * p.grow_fraction))
+        if self.congested_at is not None:
+            if self.limit >= 1.5 * self.congested_at:
+                self.congested_at = None  # well past it without preemption: the answers got shorter
+            elif self.limit + grow >= p.near_congestion * self.congested_at:
+                if self._since(self._grew_at) < p.hold_s:
+                    return self.limit
+                # Preemption shows only once the requests let in have grown long: creep up, one at a time.
+                grow = max(1, min(grow, math.ceil(p.near_congestion * self.congested_at) - self.limit))
         if waiting > 0:  # it already queues some: it runs all it can, so only fill the queue up to its target
             grow = min(grow, p.queue_target(running or 0) - math.ceil(waiting))
             if grow <= 0:
@@ -110,5 +131,6 @@ class LimitController:
             # At steady state KV use scales with requests held: do not grow past what would fill kv_target.
             grow = min(grow, max(1, math.floor(self.limit * (p.kv_target / kv - 1))))
         self.limit = min(p.ceiling, self.limit + grow)
+        self._grew_at = self.clock()
         self.last_reason = "grow"
         return self.limit
