@@ -139,11 +139,16 @@ def test_it_follows_the_answers_getting_longer_and_settles_without_preemption():
     assert c.limit <= 64 + LimitPolicy().queue_target(64)
 
 
-def test_requests_the_engine_has_not_taken_in_yet_count_as_its_queue():
-    # 264 sent, the engine counts 12 running and none waiting: 252 are in its front end (templating, tokenizing)
+def test_requests_the_engine_has_not_taken_in_yet_neither_cut_nor_grow_the_limit():
+    # 264 sent, the engine's scheduler counts 12 running and none waiting: 252 are in its front end
+    # (templating, tokenizing) while its batch fills; its own queue is what says it is full
     c, clock = controller(start=264)
     clock.t += 1
-    assert c.update(Reading(running=12, waiting=0, kv_usage=0.3), in_flight=264) == 12 + LimitPolicy().queue_target(12)
+    assert c.update(Reading(running=12, waiting=0, kv_usage=0.3), in_flight=264) == 264
+    assert c.last_reason == "front-end backlog"
+    clock.t += 1
+    # taken in: it runs 256 and queues 8; the queue target (32) says 24 more
+    assert c.update(Reading(running=256, waiting=8, kv_usage=0.3), in_flight=264) == 288
 
 
 def test_preemption_while_the_last_cut_drains_does_not_cut_again_and_its_level_is_approached_slowly():

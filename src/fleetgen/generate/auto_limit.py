@@ -4,13 +4,13 @@ A fixed limit is a guess: too low leaves the engine's batch half empty, too high
 waiting queue and, on long answers, its KV cache, which then preempts (recomputes) running
 requests. The controller keeps the engine busy with a short queue and no preemption:
 
-- the engine queues more than a short queue (`waiting` above `queue_target`, counting what we sent
-  that it has not taken in yet): it runs all it can,
+- the engine queues more than a short queue (`waiting` above `queue_target`): it runs all it can,
   so the limit comes down to our share of what it runs plus that short queue;
 - it preempted requests since the last reading: the limit is cut (x `backoff`), once per `hold_s` and
   only once what is in flight has drained to the limit; that level is then approached slowly;
 - its KV cache is nearly full (`kv_high`): the limit holds;
-- an engine that reports no waiting queue keeps the starting limit (nothing says when it is full);
+- an engine that reports no waiting queue keeps the starting limit (nothing says when it is full),
+  and none grows while much of what we sent has not reached its scheduler yet (a front-end backlog);
 - otherwise, while we are what limits it (our in-flight requests at the limit), the limit grows:
   doubling until the first sign of congestion (slow start), then by `grow_fraction` a reading,
   never past what the KV cache would hold at the usage it reports now (`kv_target`), and, once the
@@ -83,9 +83,10 @@ class LimitController:
     def update(self, reading: Reading, in_flight: int) -> int:
         p = self.policy
         running, waiting, kv = reading.running, reading.waiting, reading.kv_usage
-        if running is not None and waiting is not None:
-            # What we sent that the engine does not count yet waits in its front end (templating, tokenizing).
-            waiting = max(waiting, in_flight - running)
+        # What we sent that the engine's scheduler does not count yet: in its front end (templating,
+        # tokenizing) or on the wire. Not a sign the engine is full (its batch may be filling), but no
+        # reason to send more either.
+        backlog = in_flight - (running or 0) - (waiting or 0)
         # A lower limit takes effect only once what is in flight has drained to it: until then, no second cut.
         settled = in_flight <= self.limit
         queued = running is not None and waiting is not None and waiting > p.queue_target(running)
@@ -111,6 +112,9 @@ class LimitController:
         if waiting is None:
             self.last_reason = "no queue reported"
             return self.limit  # without the engine's queue nothing says when it is full: stay where we started
+        if backlog > p.queue_target(running or 0):
+            self.last_reason = "front-end backlog"
+            return self.limit
         if not settled or self._since(self._cut_at) < p.hold_s or in_flight < self.limit - max(1, self.limit // 8):
             return self.limit  # a cut is settling, or the job gives the replica less than its limit (the tail)
         grow = self.limit if self.slow_start else max(1, math.ceil(self.limit * p.grow_fraction))
