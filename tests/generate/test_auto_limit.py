@@ -50,12 +50,16 @@ def test_an_engine_queue_brings_the_limit_to_what_it_runs_plus_a_short_queue():
     c, clock = controller(start=256)
     clock.t += 1
     # the engine runs 96 at most (its max running requests); 160 of ours wait there
-    limit = c.update(Reading(running=96, waiting=160, kv_usage=0.3), in_flight=256)
-    assert limit == 96 + LimitPolicy().queue_target(96) == 108
+    full = Reading(running=96, waiting=160, kv_usage=0.3)
+    assert c.update(full, in_flight=256) == 256  # a first reading: is its batch still filling? one more
+    clock.t += 1
+    assert c.update(full, in_flight=256) == 96 + LimitPolicy().queue_target(96) == 108  # it stopped growing
     # another client holds half of the engine's requests: our share of 96 + queue
     c2, clock2 = controller(start=256)
-    clock2.t += 1
-    assert c2.update(Reading(running=96, waiting=160, kv_usage=0.3), in_flight=128) == 54
+    for _ in range(2):
+        clock2.t += 1
+        limit = c2.update(full, in_flight=128)
+    assert limit == 54
 
 
 def test_preemption_cuts_once_per_hold_and_growth_resumes_after_it():
@@ -155,6 +159,8 @@ def test_preemption_while_the_last_cut_drains_does_not_cut_again_and_its_level_i
     c, clock = controller(start=40, hold_s=3.0)
     c.slow_start = False
     clock.t += 1
+    c.update(Reading(running=14, waiting=20, kv_usage=1.0), in_flight=34)
+    clock.t += 1
     assert c.update(Reading(running=14, waiting=20, kv_usage=1.0, preempted=3), in_flight=40) == 18  # the queue rule
     for _ in range(5):  # 40 still in flight, preempting: no cut below 18 before they drain to it
         clock.t += 5
@@ -168,3 +174,14 @@ def test_preemption_while_the_last_cut_drains_does_not_cut_again_and_its_level_i
         levels.append(c.update(Reading(running=c.limit, waiting=0, kv_usage=0.5), in_flight=c.limit))
     # back to 90% of 18 fast, then one more per hold (3 s), not 12.5% a second
     assert levels == [12, 12, 14, 16, 16, 16, 17, 17, 17, 18, 18, 18]
+
+
+def test_a_queue_while_the_engine_batch_still_grows_is_not_a_full_engine():
+    c, clock = controller(start=264)
+    levels = []
+    for running in (40, 90, 150, 210, 256, 256):  # 264 sent at once: prefill is admitted a budget per step
+        clock.t += 1
+        levels.append(c.update(Reading(running=running, waiting=264 - running, kv_usage=0.2), in_flight=264))
+    # no cut while it fills (the first reading has nothing to compare with: it holds too); then it runs
+    # 256 and queues 8, below its queue target (32): 24 more, twice
+    assert levels == [264] * 4 + [288, 312]

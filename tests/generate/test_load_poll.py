@@ -73,8 +73,9 @@ async def test_a_poll_sets_the_window_from_the_page_or_from_sglangs_load_endpoin
         poller = LoadPoller(d, LimitPolicy())
         d.replicas[0].stats.outstanding = 164  # what we hold there: all of the engine's requests
         async with aiohttp.ClientSession() as http:
-            await poller.poll_one(http, 0)
-            await poller.poll_one(http, 1)
+            for _ in range(2):  # (a first reading only says where the engine's batch starts)
+                await poller.poll_one(http, 0)
+                await poller.poll_one(http, 1)
         assert d.replicas[0].window == 64 + LimitPolicy().queue_target(64) == 72
         assert d.capacity == 72 + 200  # replica 1: idle (0 running of 0 held), nothing to change
         assert poller._sources[1].path == "/get_load" and d.replicas[1].stats.engine_waiting == 0
@@ -83,3 +84,14 @@ async def test_a_poll_sets_the_window_from_the_page_or_from_sglangs_load_endpoin
     finally:
         await r0.cleanup()
         await r1.cleanup()
+
+
+def test_a_poll_parses_only_the_load_lines_and_reads_what_the_whole_page_says():
+    for name, page in (("vllm", VLLM_PAGE), ("sglang", SGLANG_PAGE)):
+        engine = get_engine(name)
+        whole, load = engine.parse_metrics(page), engine.parse_load(page)
+        fields = ("running", "waiting", "kv_cache_usage", "generation_tokens_total", "preemptions_total", "retracted")
+        assert [getattr(load, f) for f in fields] == [getattr(whole, f) for f in fields], name
+        assert load.running is not None and load.generation_tokens_total is not None
+    # vllm:num_preemptions_created (a timestamp) must not be read as vllm:num_preemptions
+    assert get_engine("vllm").parse_load(VLLM_PAGE).preemptions_total == 0.0

@@ -4,7 +4,8 @@ A fixed limit is a guess: too low leaves the engine's batch half empty, too high
 waiting queue and, on long answers, its KV cache, which then preempts (recomputes) running
 requests. The controller keeps the engine busy with a short queue and no preemption:
 
-- the engine queues more than a short queue (`waiting` above `queue_target`): it runs all it can,
+- the engine queues more than a short queue (`waiting` above `queue_target`) and its batch stopped
+  growing: it runs all it can,
   so the limit comes down to our share of what it runs plus that short queue;
 - it preempted requests since the last reading: the limit is cut (x `backoff`), once per `hold_s` and
   only once what is in flight has drained to the limit; that level is then approached slowly;
@@ -69,6 +70,7 @@ class LimitController:
         self.congested_at: int | None = None  # the level that last preempted: approached slowly
         self._cut_at: float | None = None
         self._grew_at: float | None = None
+        self._running: float | None = None  # what the engine ran at the previous reading
         self.last_reason = "start"
 
     def _cut(self, to: int, reason: str) -> None:
@@ -89,8 +91,15 @@ class LimitController:
         backlog = in_flight - (running or 0) - (waiting or 0)
         # A lower limit takes effect only once what is in flight has drained to it: until then, no second cut.
         settled = in_flight <= self.limit
+        # While its batch still grows the engine is taking its queue in (prefill is admitted a budget per
+        # step): a queue then says nothing about what it can run.
+        filling = running is not None and (self._running is None  # a first reading: nothing to compare yet
+                                           or running > self._running + p.queue_target(self._running))
+        self._running = running
         queued = running is not None and waiting is not None and waiting > p.queue_target(running)
-        if queued:  # a measurement, not a guess: applies even while an earlier cut drains
+        if queued and filling:
+            self.last_reason = "engine batch filling"
+        elif queued:  # a measurement, not a guess: applies even while an earlier cut drains
             total = running + waiting  # type: ignore[operator]
             # Our share of the engine's requests: other clients may use it too (or other shards of this job).
             share = min(1.0, in_flight / total) if total > 0 else 1.0

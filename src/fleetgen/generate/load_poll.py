@@ -108,7 +108,7 @@ class LoadPoller:
             engine = engine_of_page(text) if status == 200 else None
             if engine is not None:
                 src.engine, src.path = engine, "/metrics"
-                return engine.parse_metrics(text)
+                return engine.parse_load(text)
             for path in LOAD_PATHS:
                 status, text = await _get(http, src.endpoint + path)
                 if status == 200 and (m := _loads(text)) is not None:
@@ -119,7 +119,7 @@ class LoadPoller:
         if status != 200:
             return None
         assert src.engine is not None
-        return src.engine.parse_metrics(text) if src.path == "/metrics" else _loads(text)
+        return src.engine.parse_load(text) if src.path == "/metrics" else _loads(text)
 
 
 def _loads(text: str) -> Metrics | None:

@@ -156,6 +156,11 @@ class SglangEngine(Engine):
             env["SGLANG_DG_CACHE_DIR"] = str(spec.cache_dir / "deep_gemm")  # sglang/srt/environ.py
         return env
 
+    load_metrics = frozenset({
+        "sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:generation_tokens_total", "sglang:token_usage",
+        "sglang:num_retracted_reqs",
+    })
+
     def parse_metrics(self, text: str) -> Metrics:
         m = metric_totals(text)
         extra = {

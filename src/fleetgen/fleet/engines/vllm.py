@@ -117,6 +117,11 @@ class VllmEngine(Engine):
             env["VLLM_CACHE_ROOT"] = str(spec.cache_dir)
         return env
 
+    load_metrics = frozenset({
+        "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:generation_tokens_total",
+        "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "vllm:num_preemptions_total", "vllm:num_preemptions",
+    })
+
     def parse_metrics(self, text: str) -> Metrics:
         m = metric_totals(text)
         return Metrics(
