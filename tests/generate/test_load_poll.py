@@ -48,7 +48,10 @@ def test_readings_of_real_pages_and_preemptions_as_counter_deltas():
 def _standin(routes: dict[str, str]) -> web.Application:
     app = web.Application()
     for path, text in routes.items():
-        app.router.add_get(path, lambda request, text=text: web.Response(text=text))
+        async def page(request: web.Request, text: str = text) -> web.Response:
+            return web.Response(text=text)
+
+        app.router.add_get(path, page)
     return app
 
 
