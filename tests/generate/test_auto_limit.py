@@ -185,3 +185,14 @@ def test_a_queue_while_the_engine_batch_still_grows_is_not_a_full_engine():
     # no cut while it fills (the first reading has nothing to compare with: it holds too); then it runs
     # 256 and queues 8, below its queue target (32): 24 more, twice
     assert levels == [264] * 4 + [288, 312]
+
+
+def test_a_limit_cut_while_the_batch_filled_slowly_follows_what_the_engine_then_runs():
+    c, clock = controller(start=264)
+    for running in (40, 42):  # a slow ramp (a busy CPU): the second reading looks like a full engine
+        clock.t += 1
+        limit = c.update(Reading(running=running, waiting=264 - running, kv_usage=0.05), in_flight=264)
+    assert limit == 42 + 6
+    clock.t += 5
+    # the 264 sent before the cut are all in: it runs 250 of them with 14 queued, more than the limit
+    assert c.update(Reading(running=250, waiting=14, kv_usage=0.5), in_flight=264) == 250 + 32

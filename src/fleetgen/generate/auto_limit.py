@@ -99,19 +99,26 @@ class LimitController:
         queued = running is not None and waiting is not None and waiting > p.queue_target(running)
         if queued and filling:
             self.last_reason = "engine batch filling"
-        elif queued:  # a measurement, not a guess: applies even while an earlier cut drains
-            total = running + waiting  # type: ignore[operator]
+        target = None  # what the engine shows it runs of ours, plus a short queue
+        if running is not None and waiting is not None:
+            total = running + waiting
             # Our share of the engine's requests: other clients may use it too (or other shards of this job).
             share = min(1.0, in_flight / total) if total > 0 else 1.0
-            target = math.ceil((running + p.queue_target(running)) * share)  # type: ignore[operator]
-            if target < self.limit:
-                self._cut(target, "engine queue")
-                settled = in_flight <= self.limit
+            target = math.ceil((running + p.queue_target(running)) * share)
+        if queued and not filling and target is not None and target < self.limit:
+            self._cut(target, "engine queue")  # a measurement, not a guess: applies even while an earlier cut drains
+            settled = in_flight <= self.limit
         if reading.preempted > 0:
             if settled and self._since(self._cut_at) >= p.hold_s:
                 base = min(self.limit, max(in_flight, 1))
                 self.congested_at = base
                 self._cut(math.floor(base * p.backoff), "preemption")
+            return self.limit
+        if target is not None and target > self.limit and (queued or not settled) and self.congested_at is None:
+            # The engine runs more of ours than the limit (a cut made while its batch was filling slowly):
+            # the limit follows it. Not after a preemption: what runs then is more than its cache holds.
+            self.limit = min(target, p.ceiling)
+            self.last_reason = "engine runs more"
             return self.limit
         if queued:
             return self.limit
