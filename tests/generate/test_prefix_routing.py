@@ -58,9 +58,11 @@ async def test_a_new_prompt_goes_to_the_replica_holding_its_system_prompt():
     first = await d.acquire("a1", blocks(SYSTEM_A, 1))
     other = d.replicas[1 - first.index]
     assert (await d.acquire("b1", blocks(SYSTEM_B, 1))) is other  # least loaded: the other replica
-    # a different prompt with A's system prompt: A's home, although both replicas hold one request
-    assert (await d.acquire("a2", blocks(SYSTEM_A, 2))) is first
+    # another prompt with B's system prompt: B's home, where plain least outstanding takes the lowest
+    # index among equals (1 request each), i.e. the first replica
     assert (await d.acquire("b2", blocks(SYSTEM_B, 2))) is other
+    assert (await d.acquire("a2", blocks(SYSTEM_A, 2))) is first  # (1 vs 2: also the least loaded)
+    assert (await d.acquire("a3", blocks(SYSTEM_A, 3))) is first  # 2 vs 2: A's home again
     # with prefix routing off, the same choice is plain least outstanding (lowest index among equals)
     plain = make(prefix_routing=False)
     r0 = await plain.acquire("a1", blocks(SYSTEM_A, 1))
@@ -104,12 +106,12 @@ async def test_a_full_home_is_not_waited_for_beyond_the_margin():
     assert r is not home and d.home_waiters == 0
 
 
-async def test_a_dead_or_replaced_home_loses_its_prefixes():
+async def test_a_replaced_home_loses_its_prefixes_to_where_they_go_next():
     d = make()
     home = await d.acquire("a0", blocks(SYSTEM_A, 0))
     d.release(home, ok=True)
-    d.replace_endpoint(home.index, "http://elsewhere")
-    r = await d.acquire("a1", blocks(SYSTEM_A, 1))
-    d.release(r, ok=True)
-    # the prefix now lives where a1 went (the replacement counted as a new replica): a2 follows it
+    d.replace_endpoint(home.index, "http://elsewhere")  # the old address's Replica is no one's home now
+    r = await d.acquire("a1", blocks(SYSTEM_A, 1))  # least loaded (the new address is a new replica)
+    # A's prefix now lives where a1 went: a2 follows it, though the other replica is idle (within the margin)
     assert (await d.acquire("a2", blocks(SYSTEM_A, 2))) is r
+    assert r.outstanding == 2 and d.replicas[1 - r.index].outstanding == 0

@@ -203,7 +203,7 @@ class Dispatcher:
             return best
         pins = self._pins
         home = pinned = pins.get(key)
-        from_prefix = home is None and bool(blocks)
+        from_prefix = home is None and bool(blocks) and self.policy.prefix_routing
         if from_prefix:
             found = self._prefixes.longest(blocks)
             home = found[0] if found is not None else None
