@@ -73,7 +73,7 @@ async def test_a_poll_sets_the_window_from_the_page_or_from_sglangs_load_endpoin
     r1, e1 = await _serve(_standin({"/get_load": SGLANG_LOAD}))
     try:
         d = Dispatcher([e0, e1], 200, DispatchPolicy(hedge=False), rng=random.Random(0))
-        poller = LoadPoller(d, LimitPolicy())
+        poller = LoadPoller(d, LimitPolicy(start=200))
         d.replicas[0].stats.outstanding = 164  # what we hold there: all of the engine's requests
         async with aiohttp.ClientSession() as http:
             for _ in range(2):  # (a first reading only says where the engine's batch starts)

@@ -45,6 +45,7 @@ class LimitPolicy:
     """The controller's knobs; the defaults are what bench/auto_concurrency.py was run with."""
 
     floor: int = 4
+    start: int = 16  # then doubling each poll: a few seconds to any size, and no flood of a small KV cache
     ceiling: int = 1024
     queue_min: int = 4  # the engine's waiting queue we aim for: max(queue_min, queue_fraction x running)
     queue_fraction: float = 0.125

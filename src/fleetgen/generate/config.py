@@ -53,9 +53,10 @@ class GenerateConfig(StrictModel):
     concurrency: int | Literal["auto"] = Field(
         "auto",
         description=(
-            "Requests in flight per replica: auto (each replica's limit follows the load its engine reports: a short "
-            "waiting queue, no preemption, headroom in the KV cache; starts at the engine's max running requests + 8, "
-            "or 64), or a fixed number."
+            "Requests in flight per replica: auto (each replica's limit follows the load its engine reports, polled "
+            "once a second: a short waiting queue, no preemption, headroom in the KV cache; it starts at 16 and "
+            "doubles while the engine has room), or a fixed number (default before auto: the fleet's max running "
+            "requests + 8, or 64)."
         ),
     )
     reasoning: Reasoning = Field(

@@ -54,7 +54,7 @@ class LoadPoller:
         self.poll_s = poll_s
         self.api_key = api_key
         clock = dispatcher.clock
-        self.controllers = [LimitController(r.window, policy, clock) for r in dispatcher.replicas]
+        self.controllers = [LimitController(policy.start, policy, clock) for r in dispatcher.replicas]
         for i, c in enumerate(self.controllers):
             dispatcher.set_window(i, c.limit)
         self._sources: list[_Source | None] = [None] * len(dispatcher.replicas)
