@@ -151,7 +151,8 @@ async def workload(name: str, args, tmp: Path, arms: list[str]) -> dict:
                 page = await r.text()
             if args.capture and name == "short":
                 args.capture.write_text(page)
-            info["cache"] = metric_labels(page, "vllm:cache_config_info")
+            labels = metric_labels(page, "vllm:cache_config_info")
+            info["cache"] = {k: labels.get(k) for k in ("block_size", "num_gpu_blocks", "kv_cache_size_tokens")}
         rows = []
         for rep in range(args.repeats):
             order = arms[rep % len(arms):] + arms[: rep % len(arms)]
