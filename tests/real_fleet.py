@@ -52,7 +52,7 @@ def has_tool_parser(fleet: FleetState) -> bool:
 
 
 def start_fleet(state_dir: Path, replicas: int, **overrides) -> FleetState:
-    cfg = FleetConfig(
+    settings = dict(
         engine="vllm",
         model="smollm2",
         replicas=replicas,
@@ -64,6 +64,6 @@ def start_fleet(state_dir: Path, replicas: int, **overrides) -> FleetState:
         max_running_requests=64,
         context_length=2048,
         stop_grace_s=10,
-        **overrides,
     )
+    cfg = FleetConfig(**{**settings, **overrides})
     return asyncio.run(up(cfg))

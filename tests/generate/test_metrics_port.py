@@ -124,3 +124,18 @@ def test_a_job_whose_process_is_gone_is_shown_as_not_running(tmp_path):
     dead = [j for j, running in read_jobs(tmp_path) if not running][0]
     line = _job_line(dead, False)
     assert "not running" in line and "4/10 done (40%)" in line and "ETA 0m12s" in line and "1 errors" in line
+
+
+def test_status_shows_each_replicas_limit_added_up_over_the_live_jobs_driving_it():
+    import time
+
+    from fleetgen.cli.fleet import _job_line, job_limits
+    from fleetgen.fleet.jobs import JobProgress
+
+    common = dict(create_time=0.0, output_dir="/out", updated_at=time.time(), total=10, done=4, ok=4, errors=0,
+                  resumed=0, samples_per_s=0.5, output_tokens_per_s=40.0, concurrency="auto")
+    a = JobProgress(pid=1, limits={"http://r0": 40, "http://r1": 36}, **common)  # two shards of one job, say
+    b = JobProgress(pid=2, limits={"http://r0": 24}, **common)
+    dead = JobProgress(pid=3, limits={"http://r1": 500}, **common)
+    assert job_limits([(a, True), (b, True), (dead, False)]) == {"http://r0": 64, "http://r1": 36}
+    assert "in flight at most 40/36 per replica (auto)" in _job_line(a, True)

@@ -148,14 +148,17 @@ def cmd_status(
         }, indent=2))
         return
     t = Table(title=f"fleet {fleet.served_model_name} ({fleet.engine})")
-    for col in ("replica", "node", "endpoint", "pid", "alive", "healthy", "latency ms", "running", "waiting", "tok/s", "mem MiB", "GPU MiB"):
+    for col in ("replica", "node", "endpoint", "pid", "alive", "healthy", "latency ms", "running", "waiting", "job limit",
+                "tok/s", "mem MiB", "GPU MiB"):
         t.add_column(col)
+    limits = job_limits(jobs)
     for s in statuses:
         t.add_row(
             str(s.index), s.node or "local", s.endpoint, str(s.pid),
             "[green]yes[/]" if s.alive else "[red]no[/]",
             "[green]yes[/]" if s.healthy else "[red]no[/]",
-            _fmt(s.probe_latency_ms), _fmt(s.running), _fmt(s.waiting), _fmt(s.tokens_per_s), _fmt(s.memory_mib), _fmt(s.gpu_memory_mib),
+            _fmt(s.probe_latency_ms), _fmt(s.running), _fmt(s.waiting), _fmt(limits.get(s.endpoint)),
+            _fmt(s.tokens_per_s), _fmt(s.memory_mib), _fmt(s.gpu_memory_mib),
         )
     print_whole(Console(), t)
     for job, running in jobs:
@@ -164,11 +167,23 @@ def cmd_status(
         raise typer.Exit(1)
 
 
+def job_limits(jobs: list[tuple[JobProgress, bool]]) -> dict[str, int]:
+    """Per endpoint, the in-flight limits of the running jobs driving it, added up (shards of one job, or several jobs)."""
+    out: dict[str, int] = {}
+    for job, running in jobs:
+        if running:
+            for endpoint, limit in job.limits.items():
+                out[endpoint] = out.get(endpoint, 0) + limit
+    return out
+
+
 def _job_line(j: JobProgress, running: bool) -> str:
     """One line per job: what it reported last (it rewrites its file every few seconds)."""
     share = f" ({100 * j.done / j.total:.0f}%)" if j.total else ""
     line = (f"job pid {j.pid} -> {j.output_dir}: {j.done}/{j.total} done{share}, {j.samples_per_s:.2f} samples/s, "
             f"{j.output_tokens_per_s:.0f} tok/s, ETA {_duration(j.eta_s)}, {j.errors} errors")
+    if j.limits:
+        line += f", in flight at most {'/'.join(str(v) for v in j.limits.values())} per replica ({j.concurrency})"
     if j.metrics_url:
         line += f", metrics {j.metrics_url}"
     if not running:

@@ -31,6 +31,10 @@ class JobProgress(BaseModel):
     output_tokens_per_s: float
     eta_s: float | None = Field(None, description="Seconds to the end at that rate; None before the first pair.")
     metrics_url: str | None = Field(None, description="The job's Prometheus page, when it serves one.")
+    concurrency: str | None = Field(None, description="auto (limits follow the engines' load) or fixed.")
+    limits: dict[str, int] = Field(
+        default_factory=dict, description="Requests the job keeps in flight at most, per replica endpoint, now."
+    )
 
 
 def job_path(state_dir: Path, pid: int) -> Path:

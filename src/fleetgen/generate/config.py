@@ -51,8 +51,14 @@ class GenerateConfig(StrictModel):
             "weight, stably across resumes. Empty: every sample uses the settings above."
         ),
     )
-    concurrency: int | None = Field(
-        None, ge=1, description="Requests in flight per replica; default: the engine's max running requests + 8 (or 64)."
+    concurrency: int | Literal["auto"] = Field(
+        "auto",
+        description=(
+            "Requests in flight per replica: auto (each replica's limit follows the load its engine reports, polled "
+            "once a second: a short waiting queue, no preemption, headroom in the KV cache; it starts at 16 and "
+            "doubles while the engine has room), or a fixed number (default before auto: the fleet's max running "
+            "requests + 8, or 64)."
+        ),
     )
     reasoning: Reasoning = Field(
         "save",
@@ -105,6 +111,11 @@ class GenerateConfig(StrictModel):
     )
     prefix_affinity: bool = Field(
         True, description="Send the samples of a prompt and the turns of a conversation to one replica (prefix cache)."
+    )
+    prefix_routing: bool = Field(
+        True,
+        description="Across prompts too: send a prompt to the replica given the longest leading text it shares "
+        "(system prompt, tool schemas), while that replica's load is within a margin of the least loaded.",
     )
     hedge: bool = Field(True, description="Near the end of the run, duplicate stragglers on replicas at most half full; first answer wins.")
     hedge_after_s: float = Field(
@@ -216,6 +227,19 @@ class GenerateConfig(StrictModel):
         if len(set(out)) != len(out):
             raise ValueError("endpoints must be distinct")
         return out
+
+    @field_validator("concurrency", mode="before")
+    @classmethod
+    def _check_concurrency(cls, v: object) -> object:
+        if v is None or v == "auto":
+            return "auto"
+        try:
+            n = int(v)  # type: ignore[call-overload]
+        except (TypeError, ValueError):
+            n = 0
+        if isinstance(v, bool) or n < 1 or (isinstance(v, float) and not v.is_integer()):
+            raise ValueError(f"concurrency must be auto or a number of requests per replica (1 or more), got {v!r}")
+        return n
 
     @field_validator("shard", "replica_slice")
     @classmethod

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import aiohttp
@@ -15,6 +16,7 @@ from fleetgen.generate.config import GenerateConfig
 from fleetgen.generate.dispatcher import Dispatcher, Replica
 from fleetgen.generate.outcomes import Completed, Failed, Outcome
 from fleetgen.generate.paths import TurnPath, send
+from fleetgen.generate.prefix_map import prefix_blocks
 from fleetgen.generate.profiles import SamplingProfile, assign, row_sampling
 from fleetgen.generate.profiles import apply as apply_profile
 from fleetgen.generate.records import PromptRecord
@@ -233,7 +235,7 @@ async def _turn(
                                              downgrade=not cfg.require_token_ids)
 
         try:
-            answer, replica = await s.dispatcher.run(prompt.id, call)
+            answer, replica = await s.dispatcher.run(prompt.id, call, partial(prefix_blocks, history, prompt.tools))
         except IdsRefused as e:
             raise ids_required(s, prompt.id, sample, turn, f"{MISSING[REFUSED]}: {e.message}") from None
         except Rejected as e:

@@ -1,6 +1,11 @@
 """Which replica serves the next request: bounded windows, least outstanding, affinity, hedging, ejection.
 
-Knows nothing engine-specific: a replica is an endpoint with a window of in-flight requests.
+Knows nothing engine-specific: a replica is an endpoint with a window of in-flight requests (fixed,
+or set while the run goes by `--concurrency auto`, see load_poll.py). A request goes to the least
+loaded replica, unless its prompt has a home within a margin of that load: the replica its earlier
+samples went to (a pin), else the one holding the longest leading text it shares with other
+prompts (prefix_map.py); a home that is full but within the margin is waited for, by a bounded
+number of requests, rather than given up.
 A request is a coroutine function of the replica; the dispatcher retries it with backoff on
 another replica when it fails transiently, takes replicas that keep failing out of rotation
 (and lets one request probe them again after a cool-down), and stops with NoReplicaError
@@ -20,6 +25,7 @@ from typing import TypeVar
 
 from fleetgen.errors import NoReplicaError
 from fleetgen.generate.client import Rejected, TransientError, backoff_delay
+from fleetgen.generate.prefix_map import PrefixMap
 from fleetgen.generate.stats import Clock, ReplicaStats, Stats
 
 T = TypeVar("T")
@@ -39,6 +45,7 @@ class DispatchPolicy:
 
     least_outstanding: bool = True
     prefix_affinity: bool = True
+    prefix_routing: bool = True  # across prompts, by shared leading text (needs prefix_affinity)
     hedge: bool = True
     hedge_after_s: float = 10.0
     max_attempts: int = 6
@@ -99,7 +106,12 @@ class Dispatcher:
         self.rng = rng or random.Random()
         self._changed = asyncio.Event()
         self._pins: OrderedDict[str, Replica] = OrderedDict()
+        self._prefixes: PrefixMap[Replica] = PrefixMap()
+        self._capacity = sum(r.window for r in self.replicas)
         self._max_pins = max(1024, 8 * self.capacity)
+        # Requests waiting for their full home replica (see _choose), and who to tell when more can go out.
+        self.home_waiters = 0
+        self.on_capacity: Callable[[], None] | None = None
         self._rr = 0
         self._latencies: deque[float] = deque(maxlen=256)
         self._in_tail = False
@@ -113,7 +125,22 @@ class Dispatcher:
     @property
     def capacity(self) -> int:
         """Requests all replicas take at once: how many the runner keeps in flight."""
-        return sum(r.window for r in self.replicas)
+        return self._capacity
+
+    def set_window(self, index: int, window: int) -> None:
+        """Replica `index` now takes `window` requests at once (from --concurrency auto); more can go out at once."""
+        r = self.replicas[index]
+        if window == r.window:
+            return
+        grew = window > r.window
+        self._capacity += window - r.window
+        r.window = r.stats.window = window
+        r.stats.window_min = min(r.stats.window_min, window)
+        r.stats.window_max = max(r.stats.window_max, window)
+        if grew:
+            self._wake()
+            if self.on_capacity is not None:
+                self.on_capacity()
 
     def enter_tail(self) -> None:
         """The input is exhausted: from now on stragglers may be hedged."""
@@ -177,7 +204,8 @@ class Dispatcher:
         # Out of rotation: after its cool-down, one request probes it (half-open).
         return not r.probing and r.outstanding == 0 and now >= r.retry_at
 
-    def _choose(self, key: str | None, exclude: Replica | None = None) -> Replica | None:
+    def _choose(self, key: str | None, exclude: Replica | None = None, blocks: tuple[int, ...] = ()) -> Replica | object | None:
+        """A replica, None when none is free, or _WAIT_HOME: the request's home is full but within the margin."""
         if not self.policy.least_outstanding:
             return self._choose_round_robin(self.clock(), exclude)
         # The least loaded available replica, lowest index first among equals; load is relative to the
@@ -200,25 +228,32 @@ class Dispatcher:
                 best, best_load = r, load
         if best is None:
             return None
-        if self.policy.prefix_affinity and key is not None and exclude is None:
-            pins = self._pins
-            pinned = pins.get(key)
-            if (
-                pinned is not None
-                and pinned.stats.in_rotation
-                and pinned is self.replicas[pinned.index]  # not an address since replaced
-                and pinned.stats.outstanding < pinned.window
-            ):
-                slack = max(2, pinned.window // 8)
-                # Affinity yields to balance once the pinned replica is clearly busier than the best.
-                if pinned.outstanding <= best.outstanding * pinned.window / best.window + slack:
-                    pins.move_to_end(key)
-                    return pinned
-            pins[key] = best
-            pins.move_to_end(key)
+        if not self.policy.prefix_affinity or key is None or exclude is not None:
+            return best
+        pins = self._pins
+        home = pinned = pins.get(key)
+        from_prefix = home is None and bool(blocks) and self.policy.prefix_routing
+        if from_prefix:
+            found = self._prefixes.longest(blocks)
+            home = found[0] if found is not None else None
+        chosen = best
+        live = home is not None and home.stats.in_rotation and home is self.replicas[home.index]  # not since replaced
+        if live:
+            slack = max(2, home.window // 8)  # type: ignore[union-attr]
+            # Affinity yields to balance once the home is clearly busier than the least loaded replica.
+            if home.outstanding <= best.outstanding * home.window / best.window + slack:  # type: ignore[union-attr]
+                if home.outstanding < home.window:  # type: ignore[union-attr]
+                    chosen = home  # type: ignore[assignment]
+                elif self.home_waiters < slack * len(self.replicas):
+                    return _WAIT_HOME  # its slots free up soon, and the other replicas are nearly as full
+        if chosen is not pinned:
+            pins[key] = chosen
             if len(pins) > self._max_pins:
                 pins.popitem(last=False)
-        return best
+        pins.move_to_end(key)
+        if from_prefix:
+            self._prefixes.record(blocks, chosen, take_over=chosen is home or not live)
+        return chosen
 
     def _choose_round_robin(self, now: float, exclude: Replica | None) -> Replica | None:
         """Next replica in turn, waiting for it even when another is idle (the baseline we beat)."""
@@ -242,19 +277,33 @@ class Dispatcher:
             r.stats.first_request_at = self.clock()
         return r
 
-    def try_acquire(self, key: str | None = None) -> Replica | None:
+    def try_acquire(self, key: str | None = None, blocks: tuple[int, ...] = ()) -> Replica | None:
         """A slot on a replica if one is free now, else None; NoReplicaError once every replica is given up."""
         if self._dead:
             raise NoReplicaError(self._dead, hint="start or fix the servers, then run the same command to resume")
-        r = self._choose(key)
-        return None if r is None else self._take(r)
+        r = self._choose(key, blocks=blocks)
+        return None if r is None or r is _WAIT_HOME else self._take(r)  # type: ignore[arg-type]
 
-    async def acquire(self, key: str | None = None) -> Replica:
+    async def acquire(self, key: str | None = None, blocks: tuple[int, ...] = ()) -> Replica:
         """A slot on a replica, waiting for one; NoReplicaError once every replica is given up."""
-        while (r := self.try_acquire(key)) is None:
-            self._changed.clear()
-            await self._changed.wait()
-        return r
+        for_home = False  # counted in home_waiters: the runner sends that many more requests meanwhile
+        try:
+            while True:
+                if self._dead:
+                    raise NoReplicaError(self._dead, hint="start or fix the servers, then run the same command to resume")
+                r = self._choose(key, blocks=blocks)
+                if r is not None and r is not _WAIT_HOME:
+                    return self._take(r)  # type: ignore[arg-type]
+                if (r is _WAIT_HOME) != for_home:
+                    for_home = not for_home
+                    self.home_waiters += 1 if for_home else -1
+                    if for_home and self.on_capacity is not None:
+                        self.on_capacity()
+                self._changed.clear()
+                await self._changed.wait()
+        finally:
+            if for_home:
+                self.home_waiters -= 1
 
     def try_acquire_other(self, than: Replica, *, max_load: float = 1.0) -> Replica | None:
         """A free slot on another replica in rotation at most `max_load` full, without waiting (for hedging)."""
@@ -330,15 +379,18 @@ class Dispatcher:
 
     # --- running a request -----------------------------------------------------------------
 
-    async def run(self, key: str | None, fn: Callable[[Replica], Awaitable[T]]) -> tuple[T, Replica]:
+    async def run(
+        self, key: str | None, fn: Callable[[Replica], Awaitable[T]], prefix: Callable[[], tuple[int, ...]] | None = None,
+    ) -> tuple[T, Replica]:
         """Run `fn` on a replica until it answers: retries transient failures elsewhere with backoff.
 
-        Rejected (4xx) propagates at once; after max_attempts the last TransientError propagates.
+        `prefix` gives the request's leading-text block hashes (prefix_map.prefix_blocks), called only when
+        its key has no pin yet. Rejected (4xx) propagates at once; after max_attempts the last TransientError propagates.
         """
         attempt = 0
         while True:
             try:
-                return await self._run_once(key, fn)
+                return await self._run_once(key, fn, prefix)
             except TransientError as e:
                 attempt += 1
                 if attempt >= self.policy.max_attempts:
@@ -350,8 +402,12 @@ class Dispatcher:
                     delay = max(delay, min(e.retry_after, self.policy.backoff_max_s))
                 await asyncio.sleep(delay)
 
-    async def _run_once(self, key: str | None, fn: Callable[[Replica], Awaitable[T]]) -> tuple[T, Replica]:
-        r = self.try_acquire(key) or await self.acquire(key)  # no coroutine to await when a slot is free
+    async def _run_once(
+        self, key: str | None, fn: Callable[[Replica], Awaitable[T]], prefix: Callable[[], tuple[int, ...]] | None = None,
+    ) -> tuple[T, Replica]:
+        p = self.policy
+        blocks = prefix() if prefix is not None and p.prefix_routing and p.prefix_affinity and key not in self._pins else ()
+        r = self.try_acquire(key, blocks) or await self.acquire(key, blocks)  # no coroutine to await when a slot is free
         started = self.clock()
         # The request is awaited directly, with no task or wait of its own: a twin can join it only in the
         # tail, through a watcher task (see _hedge_later) that the tail starts for each request in flight.
@@ -496,6 +552,9 @@ class Dispatcher:
         else:
             self.release(r)
 
+
+# _choose's answer when a request's home is full but within the margin: wait for it.
+_WAIT_HOME = object()
 
 # What a hedged request's first attempt is doing (see Dispatcher._run_once).
 _RACING, _FIRST_FAILED, _TWIN_WON, _OVER = "racing", "first failed", "twin won", "over"

@@ -20,6 +20,7 @@ import orjson
 from fleetgen.errors import ConfigError, MissingTokenIdsError, NoReplicaError, OutputError
 from fleetgen.fleet.state import read_state
 from fleetgen.generate import client
+from fleetgen.generate.auto_limit import LimitPolicy
 from fleetgen.generate.config import GenerateConfig
 from fleetgen.generate.conversation import Session, regenerate
 from fleetgen.generate.dispatcher import Dispatcher, DispatchPolicy
@@ -28,6 +29,7 @@ from fleetgen.generate.fleet_watch import follow_fleet
 from fleetgen.generate.gc_tuning import fewer_collections
 from fleetgen.generate.history_reasoning import decide as decide_history_reasoning
 from fleetgen.generate.complete import mark_complete, read_complete
+from fleetgen.generate.load_poll import LoadPoller
 from fleetgen.generate.journal import DoneSet, Journal, check_identity, journal_names, write_atomic
 from fleetgen.generate.lease import Lease
 from fleetgen.generate.paths import choose_all, describe, job_bodies
@@ -56,12 +58,13 @@ WRITER_QUEUE_MIN = 1024
 
 @dataclass(frozen=True)
 class Target:
-    """Where requests go: endpoints, the model they serve, the window per replica."""
+    """Where requests go: endpoints, the model they serve, the window per replica (where auto starts)."""
 
     endpoints: list[str]
     model: str | None
     window: int
     api_key: str | None
+    auto: bool = False  # --concurrency auto: the windows follow the engines' load (load_poll.py)
 
 
 def resolve_target(config: GenerateConfig) -> Target:
@@ -75,9 +78,12 @@ def resolve_target(config: GenerateConfig) -> Target:
         if fleet.api_key_required and not key:
             raise ConfigError("the fleet requires an API key", hint="pass --api-key or set FLEETGEN_API_KEY")
         running = fleet.max_running_requests
-        window = config.concurrency or ((running + WINDOW_QUEUE) if running else DEFAULT_WINDOW)
-        return Target(mine.of(fleet.endpoints), config.model or fleet.served_model_name, window, key)
-    return Target(mine.of(list(config.endpoints)), config.model, config.concurrency or DEFAULT_WINDOW, key)
+        default = (running + WINDOW_QUEUE) if running else DEFAULT_WINDOW
+        endpoints, model = mine.of(fleet.endpoints), config.model or fleet.served_model_name
+    else:
+        default, endpoints, model = DEFAULT_WINDOW, mine.of(list(config.endpoints)), config.model
+    auto = config.concurrency == "auto"
+    return Target(endpoints, model, default if auto else int(config.concurrency), key, auto)
 
 
 def generate(
@@ -164,7 +170,9 @@ async def _run(
     stats = Stats(clock=clock, total=rows * config.samples)
     dispatcher = Dispatcher(target.endpoints, target.window, _policy(config), clock=clock, stats=stats)
     stats.replicas = dispatcher.all_stats
-    async with client.new_session(target.api_key, dispatcher.capacity + 16) as http:
+    poller = LoadPoller(dispatcher, LimitPolicy(), api_key=target.api_key) if target.auto else None
+    connections = len(target.endpoints) * LimitPolicy().ceiling if poller is not None else dispatcher.capacity
+    async with client.new_session(target.api_key, connections + 16) as http:
         model, context_length = await _check_endpoints(http, target)
         history = decide_history_reasoning(config.history_reasoning, config.tokenizer, config.fleet_state)
         identity = {
@@ -208,14 +216,16 @@ async def _run(
         watch = asyncio.create_task(follow_fleet(config.fleet_state, dispatcher, Shard.parse(config.replica_slice))) if config.fleet_state else None
         job_watch = JobWatch.start(config, stats, metrics)
         warmup = Warmup.start(config, dispatcher, http, model)  # replicas take work once their paths are warm
+        polling = asyncio.create_task(poller.run()) if poller is not None else None
         try:
             await loop.run()
         finally:
             if warmup is not None:
                 await warmup.close()
                 stats.warmup = warmup.to_dict()
-            if watch is not None:
-                watch.cancel()
+            for task in (watch, polling):
+                if task is not None:
+                    task.cancel()
             if progress is not None:
                 progress.release()  # closed already (with its last frame) unless the run ended on an error
             journal.close()
@@ -239,6 +249,7 @@ def _policy(config: GenerateConfig) -> DispatchPolicy:
     return DispatchPolicy(
         least_outstanding=config.dispatch == "least-outstanding",
         prefix_affinity=config.prefix_affinity,
+        prefix_routing=config.prefix_routing,
         hedge=config.hedge,
         hedge_after_s=config.hedge_after_s,
         max_attempts=config.max_attempts,
@@ -376,7 +387,7 @@ class _Loop:
 
     async def _drive_all(self) -> None:
         work = self._work()
-        capacity = self.dispatcher.capacity
+        dispatcher = self.dispatcher
         pending: set[asyncio.Task[Outcome]] = set()
         # Tasks report themselves done through a callback: O(1) per completion, where asyncio.wait
         # over every pending task would add and remove `capacity` callbacks on each wake-up.
@@ -387,12 +398,17 @@ class _Loop:
             finished.append(task)  # type: ignore[arg-type]
             wake.set()
 
+        def more_room() -> None:  # a window grew, or a request waits for its home: send more (not while stopping)
+            if not self._stop.done():
+                wake.set()
+
+        dispatcher.on_capacity = more_room
         self._stop.add_done_callback(on_done)
         self._hard_stop.add_done_callback(on_done)
         exhausted = False
         deadline: float | None = None
         while True:
-            while not exhausted and not self._stop.done() and len(pending) < capacity:
+            while not exhausted and not self._stop.done() and len(pending) < dispatcher.capacity + dispatcher.home_waiters:
                 item = next(work, None)
                 if item is None:
                     exhausted = True

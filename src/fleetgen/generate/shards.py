@@ -130,6 +130,8 @@ def shard_configs(config: GenerateConfig) -> list[GenerateConfig]:
     target = resolve_target(config)
     if len(target.endpoints) >= n:
         share: list[dict[str, object]] = [{"replica_slice": f"{i}/{n}"} for i in range(n)]
+    elif target.auto:  # each shard's controller takes its share of what the engine reports (auto_limit.py)
+        share = [{}] * n
     else:
         share = [{"concurrency": math.ceil(target.window / n)}] * n
     paths = {

@@ -60,6 +60,17 @@ class ReplicaStats:
     silent_moved: int = 0
     stall_after_s: float = 10.0  # silence this long, with requests unanswered, is "stopped answering"
 
+    # The window's range over the run (it moves under --concurrency auto), and what the engine reported last.
+    window_min: int = 0
+    window_max: int = 0
+    engine_running: float | None = None
+    engine_waiting: float | None = None
+    engine_kv_usage: float | None = None
+    engine_preemptions: int = 0  # seen by the load poller during this run
+
+    def __post_init__(self) -> None:
+        self.window_min = self.window_max = self.window
+
     def answered(self, now: float) -> None:
         self.last_answer_at = now
         self.silent = self.silent_moved = 0
@@ -199,6 +210,8 @@ class Stats:
                     "index": r.index,
                     "endpoint": r.endpoint,
                     "window": r.window,
+                    "window_range": [r.window_min, r.window_max],
+                    "engine_preemptions": r.engine_preemptions,
                     "requests": r.requests,
                     "ok": r.ok,
                     "failures": r.failures,

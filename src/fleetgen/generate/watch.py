@@ -60,6 +60,8 @@ class JobWatch:
                 updated_at=time.time(), total=s.total, done=s.done, ok=s.ok, errors=s.errors, resumed=s.resumed,
                 samples_per_s=s.samples_per_s, output_tokens_per_s=s.output_tokens_per_s, eta_s=s.eta_s,
                 metrics_url=self.metrics.url if self.metrics is not None else None,
+                concurrency="auto" if self.config.concurrency == "auto" else "fixed",
+                limits=_limits(s),
             ))
         except OSError:
             pass  # a status view must never stop the job
@@ -75,3 +77,8 @@ class JobWatch:
                 pass
         if self._own is not None:
             await asyncio.to_thread(self._own.close)
+
+
+def _limits(s: Stats) -> dict[str, int]:
+    """The window of each replica in use now (a replaced address's stats come first, the replacement's last)."""
+    return {r.endpoint: r.window for r in s.replicas}

@@ -77,10 +77,13 @@ class GenerateCollector(Collector):
         yield from self._replicas(list(s.replicas))  # a copy: a replacement may be appended meanwhile
 
     def _replicas(self, replicas: list[ReplicaStats]) -> Iterator[Metric]:
-        values: dict[str, Callable[[ReplicaStats], float]] = {
+        values: dict[str, Callable[[ReplicaStats], float | None]] = {
             "fleetgen_replica_requests_total": lambda r: r.requests,
             "fleetgen_replica_requests_in_flight": lambda r: r.outstanding,
             "fleetgen_replica_window": lambda r: r.window,
+            "fleetgen_replica_engine_waiting": lambda r: r.engine_waiting,
+            "fleetgen_replica_engine_kv_cache_usage": lambda r: r.engine_kv_usage,
+            "fleetgen_replica_engine_preemptions_total": lambda r: r.engine_preemptions,
             "fleetgen_replica_failures_total": lambda r: r.failures,
             "fleetgen_replica_rejected_total": lambda r: r.rejected,
             "fleetgen_replica_hedges_total": lambda r: r.hedges,
@@ -92,7 +95,9 @@ class GenerateCollector(Collector):
         for name, value in values.items():
             f = _family(name)
             for r, lv in zip(replicas, labels):
-                f.add_metric(lv, value(r))
+                v = value(r)
+                if v is not None:  # an engine gauge before the first poll (or with fixed concurrency): absent
+                    f.add_metric(lv, v)
             yield f
         hist = _family("fleetgen_replica_request_duration_seconds")
         for r, lv in zip(replicas, labels):

@@ -196,11 +196,21 @@ def _replica_table(doc: Document, run: Run) -> None:
     if not reps:
         return
     doc.table(
-        ["replica", "endpoint", "requests", "ok", "failures", "completion tokens", "output tok/s", "ejections", "moved"],
-        [[r.get("index"), r.get("endpoint"), r.get("requests"), r.get("ok"), r.get("failures"),
-          r.get("completion_tokens"), r.get("output_tokens_per_s"), r.get("ejections"), r.get("moved", "-")] for r in reps],
+        ["replica", "endpoint", "in-flight limit (range)", "requests", "ok", "failures", "completion tokens", "output tok/s",
+         "ejections", "engine preemptions", "moved"],
+        [[r.get("index"), r.get("endpoint"), _limit(r), r.get("requests"), r.get("ok"), r.get("failures"),
+          r.get("completion_tokens"), r.get("output_tokens_per_s"), r.get("ejections"), r.get("engine_preemptions", "-"),
+          r.get("moved", "-")]
+         for r in reps],
     )
     for r in reps:
         gone = r.get("stopped_answering")
         if gone:
             doc.text(f"Replica {r.get('index')} ({r.get('endpoint')}) stopped answering {describe_silence(gone)}.")
+
+
+def _limit(r: dict) -> str:
+    """The window at the end of the run, with the range it moved in under --concurrency auto."""
+    low, high = r.get("window_range") or (None, None)
+    end = r.get("window")
+    return f"{end} ({low}-{high})" if low is not None and (low, high) != (end, end) else str(end)

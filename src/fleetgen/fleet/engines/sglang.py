@@ -169,6 +169,11 @@ class SglangEngine(Engine):
             env["TORCHINDUCTOR_CACHE_DIR"] = str(c / "inductor")  # torch.compile outside sglang's compile backend
         return env
 
+    load_metrics = frozenset({
+        "sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:generation_tokens_total", "sglang:token_usage",
+        "sglang:num_retracted_reqs",
+    })
+
     def parse_metrics(self, text: str) -> Metrics:
         m = metric_totals(text)
         extra = {
@@ -182,6 +187,7 @@ class SglangEngine(Engine):
             waiting=m.get("sglang:num_queue_reqs"),
             generation_tokens_total=m.get("sglang:generation_tokens_total"),
             kv_cache_usage=m.get("sglang:token_usage"),
+            retracted=m.get("sglang:num_retracted_reqs"),
             extra=extra,
         )
 

@@ -126,6 +126,11 @@ class VllmEngine(Engine):
             env["VLLM_CACHE_ROOT"] = str(spec.cache_dir)
         return env
 
+    load_metrics = frozenset({
+        "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:generation_tokens_total",
+        "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "vllm:num_preemptions_total", "vllm:num_preemptions",
+    })
+
     def parse_metrics(self, text: str) -> Metrics:
         m = metric_totals(text)
         return Metrics(
@@ -133,6 +138,7 @@ class VllmEngine(Engine):
             waiting=m.get("vllm:num_requests_waiting"),
             generation_tokens_total=m.get("vllm:generation_tokens_total"),
             kv_cache_usage=m.get("vllm:kv_cache_usage_perc", m.get("vllm:gpu_cache_usage_perc")),
+            preemptions_total=m.get("vllm:num_preemptions_total", m.get("vllm:num_preemptions")),
         )
 
     def config_endpoints(self) -> tuple[str, ...]:

