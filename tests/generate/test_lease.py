@@ -116,13 +116,13 @@ def test_two_generate_on_one_output_the_second_is_refused_naming_the_holder_and_
     try:
         prompts = write_prompts(tmp_path / "p.jsonl", n)
         out = tmp_path / "out"
-        args = ["generate", str(prompts), "-o", str(out), "--endpoint", url, "--max-tokens", "8",
+        args = ["generate", str(prompts), "-o", str(out), "--endpoint", url, "--max-tokens", "8", "--no-warmup",
                 "--concurrency", str(window), "--no-hedge"]
         first = subprocess.Popen([sys.executable, "-m", "fleetgen.cli.app", *args],
                                  env={**os.environ, "PYTHONPATH": str(SRC)}, stderr=subprocess.PIPE, text=True)
         _wait_until(lambda: (_holder(out / lease_name()) or {}).get("pid") == first.pid and server.requests >= window,
                     "the first run holds the lease with its window in flight")
-        second = GenerateConfig(prompts=prompts, output_dir=out, endpoints=[url], max_tokens=8, concurrency=window,
+        second = GenerateConfig(prompts=prompts, output_dir=out, endpoints=[url], max_tokens=8, concurrency=window, warmup=False,
                                 hedge=False, commit_interval_s=0.0)
         with pytest.raises(LeaseHeldError, match=rf"{out} is being written by pid {first.pid} on host"):
             generate(second, handle_signals=False)
