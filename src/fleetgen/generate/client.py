@@ -82,7 +82,9 @@ def _timeout(total_s: float) -> aiohttp.ClientTimeout:
 _JSON = {"Content-Type": "application/json"}  # aiohttp only reads it
 
 
-async def post_json(session: aiohttp.ClientSession, url: str, body: dict[str, Any], timeout_s: float) -> Any:
+async def post_json(
+    session: aiohttp.ClientSession, url: str, body: dict[str, Any], timeout_s: float, expect: str = "JSON"
+) -> Any:
     """POST one JSON body; the decoded answer, or TransientError / Rejected as for a chat completion."""
     retry_after = None
     try:
@@ -103,12 +105,12 @@ async def post_json(session: aiohttp.ClientSession, url: str, body: dict[str, An
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
-        raise TransientError(f"answer is not JSON: {raw[:200]!r}") from None
+        raise TransientError(f"answer is not {expect}: {raw[:200]!r}") from None
 
 
 async def chat(session: aiohttp.ClientSession, endpoint: str, body: dict[str, Any], timeout_s: float) -> ChatAnswer:
     """POST /v1/chat/completions once; raise TransientError or Rejected for anything but a usable answer."""
-    payload = await post_json(session, endpoint + "/v1/chat/completions", body, timeout_s)
+    payload = await post_json(session, endpoint + "/v1/chat/completions", body, timeout_s, "a chat completion")
     try:
         choice = payload["choices"][0]
         message = choice["message"]
