@@ -96,8 +96,7 @@ class GenerateCollector(Collector):
             f = _family(name)
             for r, lv in zip(replicas, labels):
                 v = value(r)
-                if v is not None:  # an engine gauge before the first poll (or with fixed concurrency): absent
-                    f.add_metric(lv, v)
+                f.add_metric(lv, float("nan") if v is None else v)  # an engine gauge never polled: NaN
             yield f
         hist = _family("fleetgen_replica_request_duration_seconds")
         for r, lv in zip(replicas, labels):
