@@ -10,8 +10,8 @@
    <commit> src | tar -x -C /tmp/before`) with the checkpoint removed (the full pass); "before-cut" the
    same tree with the checkpoint cut back to its second-to-last frame (an interrupted run: the rows
    past the watermark, ~1.7% at 1M, are read, each one's id looked up among those claimed before it);
-   "after" the code as it is with its checkpoint, done-set snapshot and prompt stamp removed (the
-   full pass, as on the first resume after an upgrade; it writes all three anew); "cut" the code as it
+   "after" the code as it is with its checkpoint, claims and done-set snapshots and prompt stamp
+   removed (the full pass, as on the first resume after an upgrade; it writes them anew); "cut" the code as it
    is with the same cut checkpoint and the done-set snapshot taken at `--snapshot-at` (0.98) of the
    write restored (what a killed run leaves: its last snapshot predates its end, so the index frames
    after it are read); "mark" the code as it is, finding the complete.json the run before it left.

@@ -135,7 +135,7 @@ class DoneSet:
         other = DoneSet.__new__(DoneSet)
         other._mask, other._n = self._mask, self._n
         other._t = array("Q")
-        other._t.frombytes(self._t)  # one copy of the buffer (the table may be a mapped snapshot, see donefile.py)
+        other._t.frombytes(self.table)  # one copy of the buffer (the table may be a mapped snapshot, see donefile.py)
         other._wide, other.bad_lines = set(self._wide), set(self.bad_lines)
         other.results, other.errors = self.results, self.errors
         return other
