@@ -12,7 +12,7 @@
 #   run8       fleetgen run: 8 replicas on the one GPU (warm-first, --mem-fraction-static 0.1 each), 6,000 prompts x 2
 #              at top_p 0.9, kill -9 of replica 3 mid-generate, export, report; --keep-fleet; exactly-once check
 #   bench8     bench/client_vs_plain.py over the 8 replicas: fleetgen (native) / plain / fleetgen --no-token-ids
-#   down       fleetgen down, GPU memory after (ST=/tmp/fleet8 for the 8-replica fleet)
+#   down       fleetgen down, GPU memory after (ST=/tmp/run8/fleet for the 8-replica fleet)
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 SGLANG=${SGLANG:-0.5.12}
@@ -132,7 +132,6 @@ fleet:
   replicas: 8
   gpus: all
   replicas_per_gpu: 8
-  state_dir: /tmp/fleet8
   engine_args: [--attention-backend, flashinfer, --grammar-backend, none, --mem-fraction-static, "0.1",
                 --reasoning-parser, qwen3, --tool-call-parser, qwen25]
 generate:
@@ -155,7 +154,7 @@ EOF2
     for _ in $(seq 1 1100); do
       n=$(cat /tmp/run8/generate/results.jsonl 2>/dev/null | wc -l)
       if [ "$n" -ge 4000 ]; then
-        pid=$(python3 -c "from pathlib import Path; from fleetgen.fleet.state import read_state; print(read_state(Path('/tmp/fleet8')).replicas[3].pid)")
+        pid=$(python3 -c "from pathlib import Path; from fleetgen.fleet.state import read_state; print(read_state(Path('/tmp/run8/fleet')).replicas[3].pid)")
         kill -9 "$pid" && log "killed replica 3 (pid $pid) with $n rows written"; break
       fi
       sleep 0.5
@@ -176,14 +175,14 @@ print(json.dumps({"distinct_id_sample": len(keys), "expected": 12000, "duplicate
 EOF2
   python3 bench/gpu/check_rows.py /tmp/run8/generate | tee -a "$OUT/main.log"
   python3 -c "import json; s=json.load(open('/tmp/run8/generate/stats.json')); print(json.dumps({k: s.get(k) for k in ('warmup', 'wall_s', 'tokens', 'rows')})[:1500])" | tee -a "$OUT/main.log"
-  fleetgen status --state /tmp/fleet8 --json > $d/status.json 2>&1
+  fleetgen status --state /tmp/run8/fleet --json > $d/status.json 2>&1
   python3 -c "
 import json; s = json.load(open('$d/status.json'))
 for r in s.get('replicas', []):
     print(r.get('index'), r.get('alive'), r.get('healthy'), r.get('memory_mib') or r.get('gpu_memory_mib'), (r.get('startup_timings') or r.get('timings')))
 " 2>&1 | tee -a "$OUT/main.log"
-  for f in /tmp/fleet8/logs/replica-*.log; do echo "$(basename $f): $(grep -o -E 'Capture cuda graph end. Time elapsed: [0-9.]+ s|Capture (piecewise )?cuda graph.*elapsed[^,]*' $f | tr '\n' ';' | cut -c1-200)"; done | tee -a "$OUT/main.log"
-  cp /tmp/fleet8/logs/replica-0.log /tmp/fleet8/logs/replica-3.log $d/ 2>/dev/null
+  for f in /tmp/run8/fleet/logs/replica-*.log; do echo "$(basename $f): $(grep -o -E 'Capture cuda graph end. Time elapsed: [0-9.]+ s|Capture (piecewise )?cuda graph.*elapsed[^,]*' $f | tr '\n' ';' | cut -c1-200)"; done | tee -a "$OUT/main.log"
+  cp /tmp/run8/fleet/logs/replica-0.log /tmp/run8/fleet/logs/replica-3.log $d/ 2>/dev/null
   gpu | tee -a "$OUT/main.log"
 }
 
