@@ -123,7 +123,7 @@ def test_ctrl_c_on_the_process_group_stops_each_shard_once_and_cleanly(tmp_path)
         driver = subprocess.Popen(  # a session of its own: its process group is what a terminal's Ctrl-C reaches
             [sys.executable, "-m", "fleetgen.cli.app", "generate", str(prompts), "-o", str(out), "--endpoint", url,
              "--model", "standin", "--samples", "2", "--max-tokens", "8", "--concurrency", "16", "--no-hedge",
-             "--shards", "2", "--shard-runner", "process"],
+             "--shards", "2", "--shard-runner", "process", "--no-warmup"],  # the stand-in counts job requests
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         )
         for name in ("results.shard-0-of-2.jsonl", "results.shard-1-of-2.jsonl"):
