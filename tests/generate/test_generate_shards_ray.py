@@ -142,7 +142,8 @@ def test_a_shard_retried_while_its_old_attempt_still_runs_waits_for_it_and_rows_
         marker = f"{MARKER_PREFIX}{token}"
         (out / marker).write_text(token)
         cfg = GenerateConfig(prompts=prompts, output_dir=out, endpoints=[url], model="standin", max_tokens=8,
-                             concurrency=window, hedge=False, shard="1/2", commit_interval_s=0.0)
+                             concurrency=window, hedge=False, shard="1/2", commit_interval_s=0.0,
+                             warmup=False)  # hold_first holds the job's first requests, not a warm-up
         lease, journal = out / lease_name(".shard-1-of-2"), out / "results.shard-1-of-2.jsonl"
 
         def holder() -> dict:
