@@ -19,7 +19,7 @@ import aiohttp
 
 from fleetgen.errors import ConfigError, FleetgenError
 from fleetgen.generate.config import GenerateConfig
-from fleetgen.generate.client import ChatAnswer, Rejected, TransientError, chat, post_json
+from fleetgen.generate.client import ChatAnswer, Rejected, TransientError, chat
 from fleetgen.generate.native import (
     MODEL_DEFAULTS,
     NativeServer,
