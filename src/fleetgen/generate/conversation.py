@@ -15,7 +15,8 @@ from fleetgen.generate.client import ChatAnswer, IdsRefused, Rejected, Transient
 from fleetgen.generate.config import GenerateConfig
 from fleetgen.generate.dispatcher import Dispatcher, Replica
 from fleetgen.generate.outcomes import Completed, Failed, Outcome
-from fleetgen.generate.paths import TurnPath, send
+from fleetgen.generate.native import native_chat
+from fleetgen.generate.paths import TurnPath
 from fleetgen.generate.prefix_map import prefix_blocks
 from fleetgen.generate.profiles import SamplingProfile, assign, row_sampling
 from fleetgen.generate.profiles import apply as apply_profile
@@ -230,7 +231,7 @@ async def _turn(
         async def call(replica: Replica, body: dict[str, Any] = body, timeout: float = timeout) -> ChatAnswer:
             path = s.paths.get(replica.endpoint)
             if path is not None and path.native is not None:
-                return await send(s.http, replica.endpoint, body, timeout, path)
+                return await native_chat(s.http, replica.endpoint, body, timeout, path.native)
             return await chat_or_without_ids(s.http, replica.endpoint, body, timeout, s.ids_refused, s.notes,
                                              downgrade=not cfg.require_token_ids)
 

@@ -23,7 +23,6 @@ from fleetgen.generate.client import ChatAnswer, Rejected, TransientError, chat
 from fleetgen.generate.native import (
     MODEL_DEFAULTS,
     NativeServer,
-    native_chat,
     render,
     sample,
     sampling_params,
@@ -50,15 +49,6 @@ class TurnPath:
     @property
     def name(self) -> str:
         return "native /generate" if self.native is not None else "chat"
-
-
-async def send(
-    http: aiohttp.ClientSession, endpoint: str, body: dict[str, Any], timeout_s: float, path: TurnPath | None
-) -> ChatAnswer:
-    """One turn along the endpoint's path."""
-    if path is not None and path.native is not None:
-        return await native_chat(http, endpoint, body, timeout_s, path.native)
-    return await chat(http, endpoint, body, timeout_s)
 
 
 async def server_info(http: aiohttp.ClientSession, endpoint: str) -> dict[str, Any] | None:
@@ -148,7 +138,9 @@ async def choose(
     server = NativeServer(info.get("reasoning_parser"), info.get("tool_call_parser"), model_defaults(info))
     for key, probe in probes.items():
         try:
-            server.forced[key] = await _calibrate(http, endpoint, server, probe)
+            # The first probe's answer (ids asked for, none given) is that probe's chat reference: not sent again.
+            reference = answer if probe is first else await chat(http, endpoint, probe, PROBE_TIMEOUT_S)
+            server.forced[key] = await _calibrate(http, endpoint, server, probe, reference)
         except (TransientError, Rejected) as e:
             raise ConfigError(
                 f"{endpoint}: its chat endpoint returns no token ids, and the native /generate path failed its check: "
@@ -158,9 +150,10 @@ async def choose(
     return TurnPath(endpoint, server, "its chat endpoint returns no token ids; /generate returns the sampled ids")
 
 
-async def _calibrate(http: aiohttp.ClientSession, endpoint: str, server: NativeServer, probe: dict[str, Any]) -> bool:
+async def _calibrate(
+    http: aiohttp.ClientSession, endpoint: str, server: NativeServer, probe: dict[str, Any], reference: ChatAnswer
+) -> bool:
     """Check both paths agree on a greedy probe; whether the chat endpoint forces reasoning under these switches."""
-    reference = await chat(http, endpoint, probe, PROBE_TIMEOUT_S)
     prompt_ids = await render(http, endpoint, probe, PROBE_TIMEOUT_S)
     where = f"{endpoint} (switches {switches_key(probe)})"
     if len(prompt_ids) != reference.prompt_tokens:
