@@ -19,7 +19,7 @@
 3. stream: M prompt rows generated on the fly into /tmp (deleted afterwards); a child iterates the
    runner's own work iterator (read, normalize, duplicate-id check, done-set check) over all of
    them; rows/s and peak RSS.
-4. fence (`--fence-commits K`): the writer's lease check (generate/lease.py) before each commit. Arms
+4. fence (`--fence-commits K`): the writer's lease check (generate/journal/lease.py) before each commit. Arms
    alternate `--repeats` times, each K commits of `--fence-batch` rows into a fresh journal: "before"
    without a lease (as before leases existed), "after" with one; per-commit wall (median of the
    repeats) and their ratio, and the check alone timed over 100,000 calls.
@@ -63,9 +63,9 @@ def write_prompts(path: Path, n: int) -> None:
 
 
 def bench_write(outdir: Path, n: int, batch: int, snapshot_at: float = 0.0) -> dict:
-    from fleetgen.generate.journal import Journal
-    from fleetgen.generate.outcomes import Batch, Completed, record
-    from fleetgen.generate.stats import Stats
+    from fleetgen.generate.journal.directory import Journal
+    from fleetgen.generate.journal.outcomes import Batch, Completed, record
+    from fleetgen.generate.observe.stats import Stats
 
     journal, done = Journal.open(outdir, retry_errors=False)
     stats = Stats()
@@ -96,8 +96,8 @@ def bench_write(outdir: Path, n: int, batch: int, snapshot_at: float = 0.0) -> d
 
 def bench_fence(work: Path, commits: int, batch: int, repeats: int) -> dict:
     """Per-commit wall with and without the lease's fence check, alternating; and the check alone."""
-    from fleetgen.generate.journal import Journal, dumps_line
-    from fleetgen.generate.lease import Lease
+    from fleetgen.generate.journal.directory import Journal, dumps_line
+    from fleetgen.generate.journal.lease import Lease
 
     line = dumps_line({"id": "row", "sample": 0, "messages": [{"role": "assistant", "content": ANSWER}]})
     lines = [line] * batch
@@ -128,7 +128,7 @@ def bench_fence(work: Path, commits: int, batch: int, repeats: int) -> dict:
 
 
 def child_resume(prompts: Path, outdir: Path, endpoint: str, arm: str) -> None:
-    import fleetgen.generate.journal as journal_mod
+    import fleetgen.generate.journal.directory as journal_mod
     import fleetgen.generate.runner as runner_mod
     from fleetgen.generate import GenerateConfig, generate
 
@@ -156,12 +156,12 @@ def child_resume(prompts: Path, outdir: Path, endpoint: str, arm: str) -> None:
             out = real_snap(*a, **kw)
             timings["done_snapshot_used"] = out is not None
             if out is None:
-                from fleetgen.generate import donefile
+                from fleetgen.generate.journal import donefile
                 timings["done_snapshot_refused"] = donefile.last_refusal
             return out
 
         journal_mod._from_snapshot = from_snapshot
-    import fleetgen.generate.watermark as watermark_mod
+    import fleetgen.generate.journal.checkpoint as watermark_mod
     if hasattr(watermark_mod, "claimsfile"):  # the sorted claims beside the checkpoint
         real_claims = watermark_mod.claimsfile.load
 
@@ -191,9 +191,9 @@ def _own_cpu() -> float:
 
 
 def child_stream(prompts: Path) -> None:
-    from fleetgen.generate.journal import DoneSet
+    from fleetgen.generate.journal.directory import DoneSet
     from fleetgen.generate.runner import _Loop
-    from fleetgen.generate.stats import Stats
+    from fleetgen.generate.observe.stats import Stats
 
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
@@ -216,8 +216,8 @@ def child_stream(prompts: Path) -> None:
 def _record_identity(prompts: Path, outdir: Path) -> None:
     """job.json as the runner writes it for this prompt file, model and sampling: the resume then matches."""
     from fleetgen.generate import GenerateConfig
-    from fleetgen.generate.journal import check_identity
-    from fleetgen.generate.records import fingerprint
+    from fleetgen.generate.journal.directory import check_identity
+    from fleetgen.generate.prompts.reader import fingerprint
 
     cfg = GenerateConfig(prompts=prompts, output_dir=outdir, endpoints=["http://127.0.0.1:1"], model="null", max_tokens=2048)
     fp, rows = fingerprint(prompts)
@@ -227,7 +227,7 @@ def _record_identity(prompts: Path, outdir: Path) -> None:
 
 def write_tiny(outdir: Path, rows: int, samples: int) -> None:
     """`rows` minimal result lines (id and sample only) through Journal.commit, so the key index is the real one."""
-    from fleetgen.generate.journal import Journal
+    from fleetgen.generate.journal.directory import Journal
 
     journal, _ = Journal.open(outdir, retry_errors=False)
     keys = ((i // samples, i % samples) for i in range(rows))
@@ -241,7 +241,7 @@ def write_tiny(outdir: Path, rows: int, samples: int) -> None:
 
 def child_doneset(outdir: Path) -> None:
     """Peak RSS and time of Journal.open (the key index read into the done set) on a directory of many rows."""
-    from fleetgen.generate.journal import Journal
+    from fleetgen.generate.journal.directory import Journal
 
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0, c0 = time.monotonic(), _own_cpu()
@@ -261,8 +261,7 @@ def _child(*args: str, src: Path | None = None) -> dict:
 
 def _without_last_frame(ckpt: Path) -> tuple[bytes, int]:
     """The checkpoint's bytes up to its last frame, and the watermark line of the frame before it."""
-    from fleetgen.generate import watermark as wm
-
+    from fleetgen.generate.journal import checkpoint as wm
     data = ckpt.read_bytes()
     pos, starts, lines = len(wm._MAGIC) + 32, [], []
     while pos < len(data):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from fleetgen.fleet.state import FleetState, ReplicaState, write_state
-from fleetgen.generate.dispatcher import Dispatcher, DispatchPolicy
-from fleetgen.generate.fleet_watch import follow_fleet
+from fleetgen.generate.dispatch.dispatcher import Dispatcher, DispatchPolicy
+from fleetgen.generate.dispatch.fleet_watch import follow_fleet
 
 
 def _replica(index: int, endpoint: str, verified: bool) -> ReplicaState:
@@ -49,7 +49,7 @@ async def test_a_replacement_joins_when_verified_and_a_grown_fleet_is_only_noted
 
 
 async def test_a_slice_of_the_fleet_follows_only_its_own_replicas(tmp_path, capsys):
-    from fleetgen.generate.shard import Shard
+    from fleetgen.generate.config.partition import Shard
 
     fleet = [_replica(i, f"http://r{i}:1", True) for i in range(4)]
     _write(tmp_path, fleet)

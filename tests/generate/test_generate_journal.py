@@ -8,9 +8,9 @@ import orjson
 import pytest
 
 from fleetgen.errors import ResumeMismatchError
-from fleetgen.generate.journal import ERRORS, RESULTS, Journal, check_identity, dumps_line, load_done, repair
-from fleetgen.generate.outcomes import Batch, Completed, Failed, Skipped, record
-from fleetgen.generate.stats import Stats
+from fleetgen.generate.journal.directory import ERRORS, RESULTS, Journal, check_identity, dumps_line, load_done, repair
+from fleetgen.generate.journal.outcomes import Batch, Completed, Failed, Skipped, record
+from fleetgen.generate.observe.stats import Stats
 
 
 def line(rid, sample, **kw):

@@ -16,12 +16,12 @@ from standin_server import StandinServer
 
 from fleetgen.generate import GenerateConfig, generate
 from fleetgen.generate import runner as runner_mod
-from fleetgen.generate.journal import ERRORS, RESULTS, DoneSet, dumps_line
-from fleetgen.generate.records import normalize
-from fleetgen.generate.records import raw_id, surely_valid
+from fleetgen.generate.journal.directory import ERRORS, RESULTS, DoneSet, dumps_line
+from fleetgen.generate.prompts.reader import normalize
+from fleetgen.generate.prompts.reader import raw_id, surely_valid
 from fleetgen.generate.runner import _Loop
-from fleetgen.generate.stats import Stats
-from fleetgen.records import RecordError
+from fleetgen.generate.observe.stats import Stats
+from fleetgen.rows.prompt import RecordError
 
 MISSING = object()
 

@@ -22,10 +22,10 @@ import fleetgen.generate.runner as runner_mod
 from fleetgen.errors import ConfigError, ResumeMismatchError
 from fleetgen.export.results import iter_errors, iter_results
 from fleetgen.generate import GenerateConfig, generate
-from fleetgen.generate.doneset import DoneSet
+from fleetgen.rows.doneset import DoneSet
 from fleetgen.generate.runner import _Loop
-from fleetgen.generate.shard import Shard
-from fleetgen.generate.stats import Stats
+from fleetgen.generate.config.partition import Shard
+from fleetgen.generate.observe.stats import Stats
 from fleetgen.report.data import load_run
 
 SRC = Path(__file__).resolve().parents[2] / "src"

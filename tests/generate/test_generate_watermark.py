@@ -24,15 +24,20 @@ import pytest
 from helpers import assert_exactly_once, read_jsonl, write_prompts
 from standin_server import StandinServer
 
-from fleetgen.generate import claimsfile, donefile, watermark
-from fleetgen.generate.doneset import id_hash
-from fleetgen.generate.journal import Journal, journal_names, load_done
-from fleetgen.generate.outcomes import Batch, Completed, Failed, record
-from fleetgen.generate.records import fingerprint
+from fleetgen.generate.journal import claimsfile
+
+from fleetgen.generate.journal import donefile
+
+from fleetgen.generate.journal import checkpoint as watermark
+from fleetgen.rows.doneset import id_hash
+from fleetgen.generate.journal.directory import Journal, load_done
+from fleetgen.rows.files import journal_names
+from fleetgen.generate.journal.outcomes import Batch, Completed, Failed, record
+from fleetgen.generate.prompts.reader import fingerprint
 from fleetgen.generate.runner import _Loop
-from fleetgen.generate.shard import Shard
-from fleetgen.generate.stats import Stats
-from fleetgen.generate.watermark import Progress, checkpoint_name, job_digest, read_checkpoint
+from fleetgen.generate.config.partition import Shard
+from fleetgen.generate.observe.stats import Stats
+from fleetgen.generate.journal.checkpoint import Progress, checkpoint_name, job_digest, read_checkpoint
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -365,8 +370,8 @@ def test_a_kill_between_the_journal_write_and_the_checkpoint_write(tmp_path):
         from pathlib import Path
         sys.path.insert(0, sys.argv[3])
         import test_generate_watermark as t
-        from fleetgen.generate import watermark
-        from fleetgen.generate.shard import Shard
+        from fleetgen.generate.journal import checkpoint as watermark
+        from fleetgen.generate.config.partition import Shard
         import random
         calls = []
         real = watermark.Progress.advance
@@ -567,7 +572,7 @@ CHILD = textwrap.dedent(
     import sys
     from pathlib import Path
     from fleetgen.generate import GenerateConfig, generate
-    from fleetgen.generate.journal import Journal
+    from fleetgen.generate.journal.directory import Journal
     Journal.snapshot_every_s = 0.0  # a done-set snapshot after (nearly) every commit, so kills meet them too
     prompts, outdir, url = sys.argv[1:4]
     cfg = GenerateConfig(prompts=Path(prompts), output_dir=Path(outdir), endpoints=[url], max_tokens=4, samples=2,

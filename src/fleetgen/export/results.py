@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from fleetgen.errors import InputError
-from fleetgen.generate.doneset import DoneSet
+from fleetgen.rows.doneset import DoneSet
 
 THINK_MARKERS = ("<think>", "</think>")
 
@@ -85,7 +85,7 @@ def _expected_rows(files: list[Path], sample_bytes: int = 1 << 18) -> int:
 
 def error_files(outdir: Path) -> list[Path]:
     """errors.jsonl and each shard's errors.shard-i-of-N.jsonl (archived errors*.retried-N.jsonl were retried: not these)."""
-    from fleetgen.generate.shard import ERROR_FILES
+    from fleetgen.rows.files import ERROR_FILES
 
     outdir = Path(outdir)
     if not outdir.is_dir():
@@ -108,7 +108,7 @@ def iter_errors(outdir: Path) -> Iterator[dict[str, Any]]:
 def job_reasoning(outdir: Path) -> str | None:
     """The reasoning policy job.json records for the run (save/strip/off); None when it cannot say.
 
-    Rows record it in their own `sampling` (generate/profiles.py row_sampling); rows of runs with
+    Rows record it in their own `sampling` (generate/config/profiles.py row_sampling); rows of runs with
     sampling profiles written before that did not, and are read with this one.
     """
     try:

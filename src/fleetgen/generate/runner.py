@@ -19,31 +19,32 @@ import orjson
 
 from fleetgen.errors import ConfigError, MissingTokenIdsError, NoReplicaError, OutputError
 from fleetgen.fleet.state import read_state
-from fleetgen.generate import client
-from fleetgen.generate.auto_limit import LimitPolicy
+from fleetgen.generate.dispatch import client
+from fleetgen.generate.dispatch.auto_limit import LimitPolicy
 from fleetgen.generate.config import GenerateConfig
-from fleetgen.generate.conversation import Session, regenerate
-from fleetgen.generate.dispatcher import Dispatcher, DispatchPolicy
-from fleetgen.generate.doneset import id_hash
-from fleetgen.generate.fleet_watch import follow_fleet
+from fleetgen.generate.turns.conversation import Session, regenerate
+from fleetgen.generate.dispatch.dispatcher import Dispatcher, DispatchPolicy
+from fleetgen.rows.doneset import U64, id_hash
+from fleetgen.generate.dispatch.fleet_watch import follow_fleet
 from fleetgen.generate.gc_tuning import fewer_collections
-from fleetgen.generate.history_reasoning import decide as decide_history_reasoning
-from fleetgen.generate.complete import mark_complete, read_complete
-from fleetgen.generate.load_poll import LoadPoller
-from fleetgen.generate.journal import DoneSet, Journal, check_identity, journal_names, write_atomic
-from fleetgen.generate.lease import Lease
-from fleetgen.generate.paths import choose_all, describe, job_bodies
-from fleetgen.generate.outcomes import Batch, Failed, Outcome, Skipped, record
-from fleetgen.generate.records import (
+from fleetgen.generate.turns.history_reasoning import decide as decide_history_reasoning
+from fleetgen.generate.journal.complete import mark_complete, read_complete
+from fleetgen.generate.dispatch.load_poll import LoadPoller
+from fleetgen.generate.journal.directory import DoneSet, Journal, check_identity, write_atomic
+from fleetgen.rows.files import journal_names
+from fleetgen.generate.journal.lease import Lease
+from fleetgen.generate.turns.paths import choose_all, describe, job_bodies
+from fleetgen.generate.journal.outcomes import Batch, Failed, Outcome, Skipped, record
+from fleetgen.generate.prompts.reader import (
     BadRow, PromptRecord, fingerprint, is_parquet, iter_rows, iter_rows_at, prompt_of, raw_id, surely_valid,
 )
-from fleetgen.generate.shard import Shard
-from fleetgen.generate.stats import Clock, Stats
-from fleetgen.generate.warmup import Warmup
-from fleetgen.generate.watch import JobWatch
-from fleetgen.generate.watermark import Progress, job_digest
-from fleetgen.generate.stamp import stamped_fingerprint
-from fleetgen.generate.writer import Writer
+from fleetgen.generate.config.partition import Shard
+from fleetgen.generate.observe.stats import Clock, Stats
+from fleetgen.generate.dispatch.warmup import Warmup
+from fleetgen.generate.observe.watch import JobWatch
+from fleetgen.generate.journal.checkpoint import Progress, job_digest
+from fleetgen.generate.prompts.stamp import stamped_fingerprint
+from fleetgen.generate.journal.writer import Writer
 
 if TYPE_CHECKING:
     from fleetgen.metrics import MetricsServer
@@ -307,7 +308,7 @@ class FirstLines:
 
     def setdefault(self, rid: str, line: int) -> int:
         """The first line recorded for `rid`, recording `line` when there is none."""
-        key = (hash(rid) & _U64) or 1  # 0 marks an empty slot
+        key = (hash(rid) & U64) or 1  # 0 marks an empty slot
         keys, mask = self._keys, self._mask
         i = key & mask
         while True:
@@ -339,7 +340,6 @@ class FirstLines:
                 lines[i] = line
 
 
-_U64 = (1 << 64) - 1
 
 
 class _Loop:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from prometheus_client.metrics_core import (
@@ -13,8 +14,10 @@ from prometheus_client.metrics_core import (
 )
 from prometheus_client.registry import Collector
 
-from fleetgen.generate.stats import LATENCY_BUCKETS_S, ReplicaStats, Stats
-from fleetgen.metrics.catalog import GENERATE, RUN, MetricSpec
+from fleetgen.metrics.catalog import GENERATE, LATENCY_BUCKETS_S, RUN, MetricSpec
+
+if TYPE_CHECKING:  # the run's counters, read at scrape time; generate starts this page, not the reverse
+    from fleetgen.generate.observe.stats import ReplicaStats, Stats
 
 _SPECS = {s.name: s for s in GENERATE + RUN}
 _FAMILY = {"counter": CounterMetricFamily, "gauge": GaugeMetricFamily, "histogram": HistogramMetricFamily}

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
+
 from fleetgen.errors import ConfigError
 from fleetgen.fleet.net import is_loopback
-from fleetgen.generate.stats import Stats
 from fleetgen.metrics.collectors import GenerateCollector, RunCollector
+
+if TYPE_CHECKING:  # the run's counters, read at scrape time; generate starts this page, not the reverse
+    from fleetgen.generate.observe.stats import Stats
 
 REMOTE_HINT = "bind 127.0.0.1 (the default), or set metrics_allow_remote (--metrics-allow-remote) to serve it off this host"
 
