@@ -96,7 +96,8 @@ def bench_write(outdir: Path, n: int, batch: int, snapshot_at: float = 0.0) -> d
 
 def bench_fence(work: Path, commits: int, batch: int, repeats: int) -> dict:
     """Per-commit wall with and without the lease's fence check, alternating; and the check alone."""
-    from fleetgen.generate.journal.directory import Journal, dumps_line
+    from fleetgen.generate.journal.directory import Journal
+    from fleetgen.generate.journal.linekey import dumps_line
     from fleetgen.generate.journal.lease import Lease
 
     line = dumps_line({"id": "row", "sample": 0, "messages": [{"role": "assistant", "content": ANSWER}]})
@@ -150,7 +151,11 @@ def child_resume(prompts: Path, outdir: Path, endpoint: str, arm: str) -> None:
     setattr(runner_mod, name, timed("fingerprint_s", getattr(runner_mod, name)))
     if hasattr(journal_mod.Journal, "save_done"):  # the done-set snapshot written at the run's end
         journal_mod.Journal.save_done = timed("snapshot_save_s", journal_mod.Journal.save_done)
-        real_snap = journal_mod._from_snapshot
+        try:  # where the done set is read back (older code: directory.py itself)
+            import fleetgen.generate.journal.loaddone as done_mod
+        except ImportError:
+            done_mod = journal_mod
+        real_snap = done_mod._from_snapshot
 
         def from_snapshot(*a, **kw):
             out = real_snap(*a, **kw)
@@ -160,7 +165,7 @@ def child_resume(prompts: Path, outdir: Path, endpoint: str, arm: str) -> None:
                 timings["done_snapshot_refused"] = donefile.last_refusal
             return out
 
-        journal_mod._from_snapshot = from_snapshot
+        done_mod._from_snapshot = from_snapshot
     import fleetgen.generate.journal.checkpoint as watermark_mod
     if hasattr(watermark_mod, "claimsfile"):  # the sorted claims beside the checkpoint
         real_claims = watermark_mod.claimsfile.load
@@ -191,7 +196,7 @@ def _own_cpu() -> float:
 
 
 def child_stream(prompts: Path) -> None:
-    from fleetgen.generate.journal.directory import DoneSet
+    from fleetgen.rows.doneset import DoneSet
     from fleetgen.generate.runner import _Loop
     from fleetgen.generate.observe.stats import Stats
 
@@ -216,7 +221,7 @@ def child_stream(prompts: Path) -> None:
 def _record_identity(prompts: Path, outdir: Path) -> None:
     """job.json as the runner writes it for this prompt file, model and sampling: the resume then matches."""
     from fleetgen.generate import GenerateConfig
-    from fleetgen.generate.journal.directory import check_identity
+    from fleetgen.generate.journal.identity import check_identity
     from fleetgen.generate.prompts.reader import fingerprint
 
     cfg = GenerateConfig(prompts=prompts, output_dir=outdir, endpoints=["http://127.0.0.1:1"], model="null", max_tokens=2048)

@@ -74,7 +74,8 @@ def run_client_arm(arm: str, src: Path, prompts: Path, ports: list[int], a: argp
 
 
 def journal_arm(with_ids: bool, n: int, answer_tokens: int, prompt_tokens: int, workdir: Path) -> dict:
-    from fleetgen.generate.journal.directory import Journal, load_done
+    from fleetgen.generate.journal.directory import Journal
+    from fleetgen.generate.journal.loaddone import load_done
     from fleetgen.generate.journal.outcomes import Batch, Completed, record
     from fleetgen.generate.observe.stats import Stats
     from fleetgen.rows.token_ids import TurnIds, TurnIdsLog

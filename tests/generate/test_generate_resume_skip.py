@@ -16,7 +16,9 @@ from standin_server import StandinServer
 
 from fleetgen.generate import GenerateConfig, generate
 from fleetgen.generate import runner as runner_mod
-from fleetgen.generate.journal.directory import ERRORS, RESULTS, DoneSet, dumps_line
+from fleetgen.generate.journal.directory import ERRORS, RESULTS
+from fleetgen.generate.journal.linekey import dumps_line
+from fleetgen.rows.doneset import DoneSet
 from fleetgen.generate.prompts.reader import normalize
 from fleetgen.generate.prompts.reader import raw_id, surely_valid
 from fleetgen.generate.runner import _Loop

@@ -30,7 +30,8 @@ from fleetgen.generate.journal import donefile
 
 from fleetgen.generate.journal import checkpoint as watermark
 from fleetgen.rows.doneset import id_hash
-from fleetgen.generate.journal.directory import Journal, load_done
+from fleetgen.generate.journal.directory import Journal
+from fleetgen.generate.journal.loaddone import load_done
 from fleetgen.rows.files import journal_names
 from fleetgen.generate.journal.outcomes import Batch, Completed, Failed, record
 from fleetgen.generate.prompts.reader import fingerprint

@@ -24,13 +24,15 @@ from fleetgen.generate.dispatch.auto_limit import LimitPolicy
 from fleetgen.generate.config import GenerateConfig
 from fleetgen.generate.turns.conversation import Session, regenerate
 from fleetgen.generate.dispatch.dispatcher import Dispatcher, DispatchPolicy
-from fleetgen.rows.doneset import U64, id_hash
+from fleetgen.rows.doneset import U64, DoneSet, id_hash
 from fleetgen.generate.dispatch.fleet_watch import follow_fleet
 from fleetgen.generate.gc_tuning import fewer_collections
 from fleetgen.generate.turns.history_reasoning import decide as decide_history_reasoning
 from fleetgen.generate.journal.complete import mark_complete, read_complete
 from fleetgen.generate.dispatch.load_poll import LoadPoller
-from fleetgen.generate.journal.directory import DoneSet, Journal, check_identity, write_atomic
+from fleetgen.generate.journal.directory import Journal
+from fleetgen.generate.journal.identity import check_identity
+from fleetgen.generate.journal.outdir import write_atomic
 from fleetgen.rows.files import journal_names
 from fleetgen.generate.journal.lease import Lease
 from fleetgen.generate.turns.paths import choose_all, describe, job_bodies

@@ -38,7 +38,7 @@ def _prints(outdir: Path, files: list[str]) -> dict[str, list[int]]:
 
 def mark_complete(outdir: Path, identity: dict[str, Any], samples: int, resumed: int, files: list[str], name: str = COMPLETE) -> None:
     """Record that this job's journal files, as they are now, resolve every prompt row."""
-    from fleetgen.generate.journal.directory import write_atomic
+    from fleetgen.generate.journal.outdir import write_atomic
 
     mark = {"identity": identity, "samples": samples, "resumed": resumed, "files": _prints(outdir, files)}
     write_atomic(outdir / name, orjson.dumps(mark, option=orjson.OPT_SORT_KEYS))

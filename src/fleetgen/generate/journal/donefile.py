@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from fleetgen.rows.doneset import U64, DoneSet
-from fleetgen.generate.journal.keyindex import KEY_DTYPE, last_line_crc, tail_crc
+from fleetgen.rows.doneset import DoneSet
+from fleetgen.generate.journal.keyindex import KEY_DTYPE, keys_array, last_line_crc, tail_crc
 
 _MAGIC = b"FGDONE1\n"
 # table log2 slots, occupied slots, results, errors, results end and its line's CRC, errors end and
@@ -59,12 +59,8 @@ def save(path: Path, done: DoneSet, ends: tuple[int, int, int, int], index_len: 
     """Write the snapshot of `done`, which must hold exactly the journal up to `ends` (temporary file, rename)."""
     table = done.table
     bad = np.array(sorted(done.bad_lines), dtype="<u8").tobytes()
-    wide = np.empty(len(done._wide), dtype=KEY_DTYPE)
-    if len(wide):
-        w = sorted(done._wide)
-        wide["lo"] = [h & U64 for h, _ in w]
-        wide["hi"] = [h >> 64 for h, _ in w]
-        wide["sample"] = [s for _, s in w]
+    w = sorted(done._wide)
+    wide = keys_array([h for h, _ in w], [s for _, s in w])
     body = xxhash.xxh3_64()
     for part in (table, bad, wide.tobytes()):
         body.update(part)

@@ -35,11 +35,16 @@ FRAME_KEYS = 1 << 20  # keys per frame when a whole index is written at once
 
 def encode_frame(hashes: list[int], samples: list[int], start: int, end: int, last_line: bytes) -> bytes:
     """One frame: the keys of the result lines in bytes [start, end) of results.jsonl."""
+    return encode_keys(keys_array(hashes, samples), start, end, last_line)
+
+
+def keys_array(hashes: list[int], samples: list[int]) -> np.ndarray:
+    """Keys as the index stores them: each 128-bit id hash split into its low and high 64 bits, with its sample."""
     keys = np.empty(len(hashes), dtype=KEY_DTYPE)
     keys["lo"] = [h & U64 for h in hashes]
     keys["hi"] = [h >> 64 for h in hashes]
     keys["sample"] = samples
-    return encode_keys(keys, start, end, last_line)
+    return keys
 
 
 def encode_keys(keys: np.ndarray, start: int, end: int, last_line: bytes) -> bytes:

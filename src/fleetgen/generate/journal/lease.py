@@ -40,7 +40,7 @@ import orjson
 import psutil
 
 from fleetgen.errors import LeaseHeldError, LeaseLostError, OutputError
-from fleetgen.generate.journal.directory import make_output_dir, output_error
+from fleetgen.generate.journal.outdir import make_output_dir, output_error
 
 POLL_S = 0.2  # how often a waiting shard attempt tries the lock again
 _NO_FLOCK = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)  # file systems without flock

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from fleetgen.generate.journal.directory import DoneSet, dumps_line
+from fleetgen.generate.journal.linekey import dumps_line
+from fleetgen.rows.doneset import DoneSet
 from fleetgen.generate.observe.stats import Stats
 
 FailureKind = Literal["input", "rejected", "failed", "truncated", "incomplete", "internal"]
