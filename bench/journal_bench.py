@@ -176,9 +176,11 @@ def child_resume(prompts: Path, outdir: Path, endpoint: str, arm: str) -> None:
             return out
 
         watermark_mod.claimsfile.load = claims_load
-    if hasattr(runner_mod, "Progress"):  # the resume checkpoint's load (not in older code)
-        real_progress = runner_mod.Progress.open.__func__
-        runner_mod.Progress.open = classmethod(timed("checkpoint_open_s", real_progress))
+    # The resume checkpoint's load (not in older code; named Progress before CheckpointProgress).
+    progress_cls = getattr(runner_mod, "CheckpointProgress", None) or getattr(runner_mod, "Progress", None)
+    if progress_cls is not None:
+        real_progress = progress_cls.open.__func__
+        progress_cls.open = classmethod(timed("checkpoint_open_s", real_progress))
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     cfg = GenerateConfig(prompts=prompts, output_dir=outdir, endpoints=[endpoint], model="null", max_tokens=2048)
     t0, c0 = time.monotonic(), time.process_time()

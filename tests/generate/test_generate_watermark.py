@@ -38,7 +38,7 @@ from fleetgen.generate.prompts.reader import fingerprint
 from fleetgen.generate.runner import _Loop
 from fleetgen.generate.config.partition import Shard
 from fleetgen.generate.observe.stats import Stats
-from fleetgen.generate.journal.checkpoint import Progress, checkpoint_name, job_digest, read_checkpoint
+from fleetgen.generate.journal.checkpoint import CheckpointProgress, checkpoint_name, job_digest, read_checkpoint
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -85,13 +85,13 @@ def digest(prompts: Path, samples: int, shard: Shard, outdir: Path) -> bytes:
     return job_digest(identity, samples, (shard.index, shard.count))
 
 
-def open_progress(outdir: Path, prompts: Path, samples: int, shard: Shard, done, journal: Journal) -> Progress:
+def open_progress(outdir: Path, prompts: Path, samples: int, shard: Shard, done, journal: Journal) -> CheckpointProgress:
     paths = tuple(outdir / n for n in journal_names(shard.suffix)[:2])
-    return Progress.open(outdir, shard.suffix, digest(prompts, samples, shard, outdir), done, samples, paths,
+    return CheckpointProgress.open(outdir, shard.suffix, digest(prompts, samples, shard, outdir), done, samples, paths,
                          lambda: journal.ends)
 
 
-def make_loop(prompts: Path, done, samples: int, shard: Shard, progress: Progress | None) -> _Loop:
+def make_loop(prompts: Path, done, samples: int, shard: Shard, progress: CheckpointProgress | None) -> _Loop:
     loop = _Loop.__new__(_Loop)  # only the work iterator: no session, no writer
 
     class Config:
@@ -375,13 +375,13 @@ def test_a_kill_between_the_journal_write_and_the_checkpoint_write(tmp_path):
         from fleetgen.generate.config.partition import Shard
         import random
         calls = []
-        real = watermark.Progress.advance
+        real = watermark.CheckpointProgress.advance
         def advance(self):
             calls.append(1)
             if len(calls) == 4:
                 os._exit(9)  # the journal's fsync is done, the frame is not written
             real(self)
-        watermark.Progress.advance = advance
+        watermark.CheckpointProgress.advance = advance
         t.play(Path(sys.argv[1]), Path(sys.argv[2]), 2, Shard(), random.Random(1), steps=None)
         """
     )

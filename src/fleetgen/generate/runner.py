@@ -44,7 +44,7 @@ from fleetgen.generate.config.partition import Shard
 from fleetgen.generate.observe.stats import Clock, Stats
 from fleetgen.generate.dispatch.warmup import Warmup
 from fleetgen.generate.observe.watch import JobWatch
-from fleetgen.generate.journal.checkpoint import Progress, job_digest
+from fleetgen.generate.journal.checkpoint import CheckpointProgress, job_digest
 from fleetgen.generate.prompts.stamp import stamped_fingerprint
 from fleetgen.generate.journal.writer import Writer
 
@@ -196,7 +196,7 @@ async def _run(
             stats.finished = clock()
             return stats
         journal, done = Journal.open(outdir, retry_errors=config.retry_errors, suffix=shard.suffix, lease=lease)
-        progress = None if is_parquet(config.prompts) else Progress.open(
+        progress = None if is_parquet(config.prompts) else CheckpointProgress.open(
             outdir, shard.suffix, job_digest(identity, config.samples, (shard.index, shard.count)), done, config.samples,
             tuple(outdir / n for n in files), lambda: journal.ends,
         )
@@ -352,10 +352,10 @@ class _Loop:
     fast_skip = True
     shard = Shard()  # the whole job, unless the run is one of N shards
     next_resumed = 0  # what a resume after this run counts as already done (see complete.py)
-    progress: Progress | None = None  # the resume checkpoint: where this run starts reading, what it records
+    progress: CheckpointProgress | None = None  # the resume checkpoint: where this run starts reading, what it records
 
     def __init__(self, session: Session, writer: Writer, done: DoneSet, stats: Stats, stop: _Stop, shard: Shard = Shard(),
-                 progress: Progress | None = None) -> None:
+                 progress: CheckpointProgress | None = None) -> None:
         self.s = session
         self.shard = shard
         self.progress = progress

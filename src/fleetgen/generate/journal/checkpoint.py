@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import struct
-from array import array
 import sys
 import zlib
 from collections import deque
@@ -38,7 +37,7 @@ import orjson
 
 from fleetgen.version import __version__
 from fleetgen.generate.journal import claimsfile
-from fleetgen.generate.journal.claimsfile import SortedClaims
+from fleetgen.generate.journal.prefixclaims import CLAIM_DTYPE, ClaimBuffer, PrefixClaims
 from fleetgen.rows.doneset import U64, id_hash
 from fleetgen.generate.journal.keyindex import last_line_crc
 
@@ -51,7 +50,7 @@ _FRAME_MAGIC = b"CP01"
 # CRC32 of the results' and errors' line ending there, CRC32 of the claims, CRC32 of the fields before it
 _FRAME = struct.Struct("<4sIQQQQQIII")
 _CRC = struct.Struct("<I")
-CLAIM_DTYPE = np.dtype([("lo", "<u8"), ("hi", "<u8"), ("line", "<u4")])  # 20 bytes a claimed id
+_HEAD = _FRAME.size + _CRC.size  # a frame's fields and their CRC, before its claims
 FLUSH_CLAIMS = 1 << 16  # resolved claims buffered before a frame is written without waiting for a commit
 
 
@@ -63,66 +62,6 @@ def job_digest(identity: dict[str, Any], samples: int, shard: tuple[int, int]) -
     """What a checkpoint must belong to: the job (prompt file sha256, model, sampling), samples, shard, code version."""
     key = {"identity": identity, "samples": samples, "shard": list(shard), "fleetgen": __version__, "format": 1}
     return blake2b(orjson.dumps(key, option=orjson.OPT_SORT_KEYS), digest_size=32).digest()
-
-
-class PrefixClaims:
-    """The ids first seen before the watermark, with their lines; looked up by id hash (sorted on first use).
-
-    With a claims snapshot (claimsfile.py), its sorted arrays answer for the lines below min(its
-    line, `limit`) in place, and `claims` holds only the checkpoint's claims of the lines after it.
-    """
-
-    def __init__(self, claims: np.ndarray, snapshot: SortedClaims | None = None, limit: int = 0) -> None:
-        self._claims = claims
-        self._lo: np.ndarray | None = None
-        self._snap, self._limit = snapshot, limit
-
-    def __len__(self) -> int:
-        return (len(self._claims) if self._lo is None else len(self._lo)) + (len(self._snap.lo) if self._snap else 0)
-
-    def line_of(self, rid: str) -> int | None:
-        """The line that claimed `rid` before the watermark, or None."""
-        h = id_hash(rid)
-        lo, hi = h & U64, h >> 64
-        snap = self._snap
-        if snap is not None:
-            i = int(snap.lo.searchsorted(np.uint64(lo)))
-            n = len(snap.lo)
-            while i < n and int(snap.lo[i]) == lo:
-                if int(snap.hi[i]) == hi:
-                    line = int(snap.lines[i])
-                    return line if line < self._limit else None  # an id is claimed once: not before the watermark
-                i += 1
-        if self._lo is None:
-            self._sort()
-        i = int(self._lo.searchsorted(np.uint64(lo)))
-        n = len(self._lo)
-        while i < n and int(self._lo[i]) == lo:
-            if int(self._hi[i]) == hi:
-                return int(self._line[i])
-            i += 1
-        return None
-
-    def _sort(self) -> None:
-        c = self._claims
-        order = np.argsort(c["lo"], kind="stable")
-        self._lo = np.ascontiguousarray(c["lo"][order])
-        self._hi, self._line = c["hi"][order], c["line"][order]
-        self._claims = None  # type: ignore[assignment]
-
-    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every claim before the watermark as (lo, hi, line) arrays, in no particular order (for a new snapshot)."""
-        if self._lo is None:
-            self._sort()
-        parts = [(self._lo, self._hi, self._line)]
-        snap = self._snap
-        if snap is not None:
-            if self._limit >= snap.line:
-                parts.insert(0, (snap.lo, snap.hi, snap.lines))
-            else:
-                keep = snap.lines < self._limit
-                parts.insert(0, (snap.lo[keep], snap.hi[keep], snap.lines[keep]))
-        return tuple(np.concatenate([p[k] for p in parts]) for k in range(3))  # type: ignore[return-value]
 
 
 @dataclass
@@ -141,6 +80,20 @@ class _Loaded:
     claims: np.ndarray
     good_bytes: int
     whole: bool
+
+
+
+def _next_head(f, *, strict: bool = False) -> tuple | None:
+    """The fields of the frame header at f's position; None at the end, or (unless strict: OSError) where it is not sound."""
+    head = f.read(_HEAD)
+    if len(head) < _HEAD:
+        return None
+    fields = _FRAME.unpack_from(head)
+    if fields[0] != _FRAME_MAGIC or zlib.crc32(head[: _FRAME.size]) != _CRC.unpack_from(head, _FRAME.size)[0]:
+        if strict:
+            raise OSError(f"frame at byte {f.tell() - len(head)} is not sound")
+        return None
+    return fields
 
 
 def read_checkpoint(path: Path, digest: bytes, skip_before: int = 0) -> _Loaded | None:
@@ -162,30 +115,24 @@ def read_checkpoint(path: Path, digest: bytes, skip_before: int = 0) -> _Loaded 
         claims = np.empty(max(0, (size - pos) // CLAIM_DTYPE.itemsize), dtype=CLAIM_DTYPE)
         raw = claims.view(np.uint8)
         n_claims, last = 0, None
-        while True:
-            head = f.read(_FRAME.size + _CRC.size)
-            if len(head) < _FRAME.size + _CRC.size:
-                break
-            fields = _FRAME.unpack_from(head)
-            if fields[0] != _FRAME_MAGIC or zlib.crc32(head[: _FRAME.size]) != _CRC.unpack_from(head, _FRAME.size)[0]:
-                break
+        while (fields := _next_head(f)) is not None:
             n = fields[1]
             if last is not None and any(fields[i] < last[i] for i in (2, 3, 4, 5, 6)):
                 break  # a frame never moves back
             if n_claims + n > len(claims):
                 break
             if fields[2] <= skip_before:
-                if pos + len(head) + n * CLAIM_DTYPE.itemsize > size:
+                if pos + _HEAD + n * CLAIM_DTYPE.itemsize > size:
                     break  # a torn frame
                 f.seek(n * CLAIM_DTYPE.itemsize, os.SEEK_CUR)
-                pos += len(head) + n * CLAIM_DTYPE.itemsize
+                pos += _HEAD + n * CLAIM_DTYPE.itemsize
                 last = fields
                 continue
             part = raw[n_claims * CLAIM_DTYPE.itemsize : (n_claims + n) * CLAIM_DTYPE.itemsize]
             if f.readinto(memoryview(part)) != len(part) or zlib.crc32(part) != fields[9]:
                 break
             n_claims += n
-            pos += len(head) + len(part)
+            pos += _HEAD + len(part)
             last = fields
     kept = claims[:n_claims]
     if skip_before:
@@ -201,7 +148,7 @@ def _still_valid(fields: tuple, results: Path, errors: Path) -> bool:
     return True
 
 
-class Progress:
+class CheckpointProgress:
     """Tracks, in prompt-file order, which rows are resolved, and appends a frame each time the watermark moves.
 
     The work list reports every row it reads: `resolved` for a row that needs nothing (skipped,
@@ -219,14 +166,14 @@ class Progress:
         self._claims_at = claims_at
         self._line, self._offset, self._count = (start.line, start.offset, start.count) if start else (1, 0, 0)
         self._written = self._line if start else 0
-        self._claims = _Claims()  # claimed before the watermark, not yet in a frame
+        self._claims = ClaimBuffer()  # claimed before the watermark, not yet in a frame
         # [test, count, end offset, next line, claims]: test None (resolved) or (ROW, id hash) / (BAD, line);
-        # claims a _Claims for runs of resolved rows (compact: 20 bytes a row however long the run), else a list.
+        # claims a ClaimBuffer for runs of resolved rows (compact: 20 bytes a row however long the run), else a list.
         self._pending: deque[list] = deque()
 
     @classmethod
     def open(cls, outdir: Path, suffix: str, digest: bytes, done: DoneSet, samples: int,
-             paths: tuple[Path, Path], ends: Callable[[], tuple[int, int, int, int]]) -> Progress:
+             paths: tuple[Path, Path], ends: Callable[[], tuple[int, int, int, int]]) -> CheckpointProgress:
         """Load the checkpoint when sound and this job's (cutting a torn tail), else start a new one."""
         path = outdir / checkpoint_name(suffix)
         start, fd, run_from = None, None, len(_MAGIC) + len(digest)
@@ -267,7 +214,7 @@ class Progress:
         if not q:
             self._line, self._offset = line + 1, end
             self._count += count
-            if claim is not None:  # _Claims.add, inlined: this runs once per prompt row of a full pass
+            if claim is not None:  # ClaimBuffer.add, inlined: this runs once per prompt row of a full pass
                 claims = self._claims
                 claims.lo.append(claim & U64)
                 claims.hi.append(claim >> 64)
@@ -282,7 +229,7 @@ class Progress:
             if claim is not None:
                 last[4].add(claim, line)
         else:
-            claims = _Claims()
+            claims = ClaimBuffer()
             if claim is not None:
                 claims.add(claim, line)
             q.append([None, count, end, line + 1, claims])
@@ -367,7 +314,7 @@ class Progress:
             os.close(self._fd)
             self._fd = None
             return
-        self._claims = _Claims()
+        self._claims = ClaimBuffer()
         self._written = self._line
 
 
@@ -379,51 +326,12 @@ def _frame_claims(path: Path, offset: int) -> np.ndarray:
     parts = []
     with open(path, "rb") as f:
         f.seek(offset)
-        while True:
-            head = f.read(_FRAME.size + _CRC.size)
-            if len(head) < _FRAME.size + _CRC.size:
-                break
-            fields = _FRAME.unpack_from(head)
-            if fields[0] != _FRAME_MAGIC or zlib.crc32(head[: _FRAME.size]) != _CRC.unpack_from(head, _FRAME.size)[0]:
-                raise OSError(f"frame at byte {f.tell() - len(head)} is not sound")
+        while (fields := _next_head(f, strict=True)) is not None:
             payload = f.read(fields[1] * CLAIM_DTYPE.itemsize)
             if len(payload) != fields[1] * CLAIM_DTYPE.itemsize or zlib.crc32(payload) != fields[9]:
-                raise OSError(f"frame at byte {f.tell() - len(payload) - len(head)} is torn")
+                raise OSError(f"frame at byte {f.tell() - len(payload) - _HEAD} is torn")
             parts.append(np.frombuffer(payload, dtype=CLAIM_DTYPE))
     return np.concatenate(parts) if parts else np.empty(0, dtype=CLAIM_DTYPE)
-
-
-class _Claims:
-    """(id hash, line) pairs in flat arrays: 20 bytes a claim, not two Python ints in a list."""
-
-    __slots__ = ("lo", "hi", "line")
-
-    def __init__(self) -> None:
-        self.lo, self.hi, self.line = array("Q"), array("Q"), array("I")
-
-    def add(self, h: int, line: int) -> None:
-        self.lo.append(h & U64)
-        self.hi.append(h >> 64)
-        self.line.append(line)
-
-    def extend(self, other: _Claims | list[tuple[int, int]]) -> None:
-        if isinstance(other, _Claims):
-            self.lo.extend(other.lo)
-            self.hi.extend(other.hi)
-            self.line.extend(other.line)
-        else:
-            lo, hi, ln = self.lo.append, self.hi.append, self.line.append
-            for h, line in other:
-                lo(h & U64)
-                hi(h >> 64)
-                ln(line)
-
-    def encode(self) -> bytes:
-        claims = np.empty(len(self.line), dtype=CLAIM_DTYPE)
-        claims["lo"] = np.frombuffer(self.lo, dtype=np.uint64)
-        claims["hi"] = np.frombuffer(self.hi, dtype=np.uint64)
-        claims["line"] = np.frombuffer(self.line, dtype=np.uint32)
-        return claims.tobytes()
 
 
 def _note(path: Path, e: OSError) -> None:

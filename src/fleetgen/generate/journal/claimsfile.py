@@ -1,15 +1,15 @@
 """The claimed ids, sorted, beside the resume checkpoint (`resume.claims`): a resume maps them instead of sorting them.
 
 The duplicate-id check of the rows past the watermark looks each id up among the ids claimed before
-it (watermark.PrefixClaims). The checkpoint's frames hold those claims in file order; sorting them
-costs ~0.1 s at 1M rows and ~1.6 s at 10M on every resume, and reading them 20 bytes a row. At the
-end of a run the checkpoint writes them once, sorted by id hash, as three flat arrays (hash low,
-hash high, line) a resume maps and searches in place.
+it (prefixclaims.PrefixClaims). The checkpoint's frames hold those claims in file order: every resume
+would read them, 20 bytes a row, and sort them, a cost that grows with the rows (BENCHMARKS.md,
+"issue 26"). At the end of a run the checkpoint writes them once, sorted by id hash, as three flat
+arrays (hash low, hash high, line) a resume maps and searches in place.
 
 Which ids the rows before a line claim is a function of the prompt file and the job alone (each
 owned, valid row whose id is seen there first claims it), so a snapshot taken at watermark line L
 answers for any watermark W: below L, the claims with a line under W; past L, those plus the
-checkpoint's own claims from line L on (watermark.py reads only those frames' claims). It is used
+checkpoint's own claims from line L on (checkpoint.py reads only those frames' claims). It is used
 only with the same job digest as the checkpoint (prompt file sha256, samples, shard, fleetgen
 version) and when its header CRC32 and the XXH3-64 of its body match; anything else: the claims are
 read from the checkpoint frames, as without it. Written to a temporary file and renamed, not fsynced.

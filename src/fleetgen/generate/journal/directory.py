@@ -80,7 +80,7 @@ class Journal:
         except OSError:
             self._index_fd = None  # no index (it could not be written): resumes read the results
         # (results end, CRC of its last line, errors end, CRC of its last line): what is fsynced, for
-        # the resume checkpoint (watermark.py). One tuple, replaced whole after each commit.
+        # the resume checkpoint (checkpoint.py). One tuple, replaced whole after each commit.
         ends = []
         for fd, path in zip(self._fds, self._paths):
             size = os.fstat(fd).st_size

@@ -1,7 +1,7 @@
 """The done set on disk (`results.done`): a resume maps the table it left instead of rebuilding it.
 
-Rebuilding the done set from the key index reads 20 bytes a result and inserts every key again
-(about 0.5-0.9 s at 1M results, 5 s at 10M); the snapshot is the table itself (three 64-bit words
+Rebuilding the done set from the key index reads 20 bytes a result and inserts every key again, a
+cost that grows with the results (BENCHMARKS.md, "issue 26"); the snapshot is the table itself (three 64-bit words
 a slot, as doneset.py holds it), the row-error lines and the samples >= 64, written whole. A resume
 maps it copy-on-write: only the pages its lookups touch are read, and its own inserts never reach
 the file.
@@ -13,8 +13,9 @@ set is read from the key index and the results as without it):
   results or errors cut, replaced or set aside (--retry-errors) make it stale;
 - the key index was level with those results: its length then, and a CRC of its last 64 KiB; the
   resume reads only the index frames after that length (and the results after the index's end);
-- a header CRC32 and an XXH3-64 of the whole body (fast enough to check 400 MB at 10M ids in ~0.05 s):
-  a torn or bit-flipped file is never used.
+- a header CRC32 and an XXH3-64 of the whole body (chosen as fast enough to check on every resume,
+  where a CRC32 of the body would not be: BENCHMARKS.md, "issue 26"): a torn or bit-flipped file is
+  never used.
 Written by the journal after a commit (when the done set equals the disk), at most every
 `Journal.snapshot_every_s`, and at the end of a run; to a temporary file renamed over the old one,
 not fsynced: a snapshot lost or torn by a crash costs the rebuild, never a row.
