@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from fleetgen.generate.journal.directory import DoneSet, dumps_line
 from fleetgen.generate.observe.stats import Stats
+from fleetgen.rows.result import FailureKind, ResultRow
 
-FailureKind = Literal["input", "rejected", "failed", "truncated", "incomplete", "internal"]
 
 
 @dataclass(frozen=True)
 class Completed:
-    """Every assistant turn of the sample was regenerated; `record` is the result line's content."""
+    """Every assistant turn of the sample was regenerated; `record` is the result line's content (less id, sample, job)."""
 
     id: str
     sample: int
-    record: dict[str, Any]
+    record: ResultRow
     truncated: bool
     prompt_tokens: int
     completion_tokens: int
