@@ -199,21 +199,16 @@ def _own_cpu() -> float:
 
 def child_stream(prompts: Path) -> None:
     from fleetgen.rows.doneset import DoneSet
-    from fleetgen.generate.runner import _Loop
+    from fleetgen.generate.prompts.worklist import WorkList
     from fleetgen.generate.observe.stats import Stats
 
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
-    class _Cfg:
-        samples = 1
-
-    loop = _Loop.__new__(_Loop)  # only the work iterator: no session, no writer
-    loop.config, loop.done, loop.stats, loop._remaining = _Cfg(), DoneSet(), Stats(), {}
-    loop.config.prompts = prompts
+    work = WorkList(prompts, 1, DoneSet(), Stats())
     t0 = time.monotonic()
     n = 0
-    for item, _sample in loop._work():
-        loop._remaining.pop(item.id, None)  # what a finished sample does
+    for item, _sample in work:
+        work.finished(item.id)  # what a finished sample does
         n += 1
     wall = time.monotonic() - t0
     print(json.dumps({"rows": n, "wall_s": wall, "rows_per_s": n / wall, "rss_before_mib": base / 1024,

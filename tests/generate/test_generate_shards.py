@@ -22,7 +22,7 @@ from standin_server import StandinServer
 from fleetgen.errors import ConfigError
 from fleetgen.export.results import iter_results
 from fleetgen.generate import GenerateConfig, generate
-from fleetgen.generate.runner import resolve_target
+from fleetgen.generate.dispatch.target import resolve_target
 from fleetgen.generate.shards.run import shard_configs
 from fleetgen.generate.shards.outcome import check_visible
 

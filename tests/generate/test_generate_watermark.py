@@ -35,7 +35,7 @@ from fleetgen.generate.journal.loaddone import load_done
 from fleetgen.rows.files import journal_names
 from fleetgen.generate.journal.outcomes import Batch, Completed, Failed, record
 from fleetgen.generate.prompts.reader import fingerprint
-from fleetgen.generate.runner import _Loop
+from fleetgen.generate.prompts.worklist import WorkList
 from fleetgen.generate.config.partition import Shard
 from fleetgen.generate.observe.stats import Stats
 from fleetgen.generate.journal.checkpoint import CheckpointProgress, checkpoint_name, job_digest, read_checkpoint
@@ -91,17 +91,8 @@ def open_progress(outdir: Path, prompts: Path, samples: int, shard: Shard, done,
                          lambda: journal.ends)
 
 
-def make_loop(prompts: Path, done, samples: int, shard: Shard, progress: CheckpointProgress | None) -> _Loop:
-    loop = _Loop.__new__(_Loop)  # only the work iterator: no session, no writer
-
-    class Config:
-        pass
-
-    loop.config = Config()
-    loop.config.samples, loop.config.prompts = samples, prompts
-    loop.done, loop.stats, loop._remaining = done, Stats(total=rows_of(prompts) * samples), {}
-    loop.shard, loop.progress, loop.next_resumed = shard, progress, 0
-    return loop
+def make_loop(prompts: Path, done, samples: int, shard: Shard, progress: CheckpointProgress | None) -> WorkList:
+    return WorkList(prompts, samples, done, Stats(total=rows_of(prompts) * samples), shard=shard, progress=progress)
 
 
 def play(prompts: Path, outdir: Path, samples: int, shard: Shard, rng: random.Random, *, steps: int | None,
@@ -120,7 +111,7 @@ def play(prompts: Path, outdir: Path, samples: int, shard: Shard, rng: random.Ra
     journal._snapshot_due = lambda: rng.random() < snapshots
     progress = open_progress(outdir, prompts, samples, shard, done, journal)
     loop = make_loop(prompts, done, samples, shard, progress)
-    work, inflight, exhausted, step = loop._work(), [], False, 0
+    work, inflight, exhausted, step = iter(loop), [], False, 0
     while steps is None or step < steps:
         step += 1
         for _ in range(0 if exhausted else rng.randint(0, 5)):
@@ -151,7 +142,7 @@ def play(prompts: Path, outdir: Path, samples: int, shard: Shard, rng: random.Ra
                 check()
     if steps is None or graceful:
         progress.close()
-        journal.save_done(if_changed=True)  # what _Loop.run does after a run's writer ended without an error
+        journal.save_done(if_changed=True)  # what the run loop does after a run's writer ended without an error
     elif progress._fd is not None:
         os.close(progress._fd)  # killed: nothing more is written
     journal.close()
@@ -167,11 +158,11 @@ def resume_view(prompts: Path, outdir: Path, samples: int, shard: Shard, tmp: Pa
     journal, done = Journal.open(copy, retry_errors=False, suffix=shard.suffix)
     progress = open_progress(copy, prompts, samples, shard, done, journal) if checkpoint else None
     loop = make_loop(prompts, done, samples, shard, progress)
-    items = [(i[0].id, i[0].line, i[0].messages, i[1]) if isinstance(i, tuple) else i for i in loop._work()]
+    items = [(i[0].id, i[0].line, i[0].messages, i[1]) if isinstance(i, tuple) else i for i in iter(loop)]
     journal.close()
     start = progress.start.line if progress is not None and progress.start is not None else 1
     shutil.rmtree(copy)
-    return (items, loop.stats.resumed, loop.next_resumed, loop._remaining), start
+    return (items, loop.stats.resumed, loop.next_resumed, loop.remaining), start
 
 
 def frames_end(outdir: Path, prompts: Path, samples: int, shard: Shard) -> int:
@@ -353,7 +344,7 @@ def test_the_watermark_never_passes_a_row_that_is_not_on_disk(tmp_path):
             journal, done = Journal.open(copy, retry_errors=False, suffix=shard.suffix)
             journal.close()
             loop = make_loop(head, done, samples, shard, None)
-            assert list(loop._work()) == [], f"case {case}: rows before line {end} are not all on disk"
+            assert list(iter(loop)) == [], f"case {case}: rows before line {end} are not all on disk"
             loaded = read_checkpoint(outdir / checkpoint_name(shard.suffix), digest(prompts, samples, shard, outdir))
             assert loaded is None or loaded.fields is None or loaded.fields[4] == loop.stats.resumed  # the count
             shutil.rmtree(copy)

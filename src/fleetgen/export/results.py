@@ -11,6 +11,7 @@ import orjson
 
 from fleetgen.errors import InputError
 from fleetgen.rows.doneset import DoneSet
+from fleetgen.rows.result import ErrorRow, ResultRow
 
 THINK_MARKERS = ("<think>", "</think>")
 
@@ -35,7 +36,7 @@ def result_files(outdir: Path) -> list[Path]:
     return files
 
 
-def iter_results(outdir: Path, counts: ReadCounts | None = None) -> Iterator[dict[str, Any]]:
+def iter_results(outdir: Path, counts: ReadCounts | None = None) -> Iterator[ResultRow]:
     """Every result record once; a torn or corrupt line is counted and skipped, never fatal."""
     counts = counts if counts is not None else ReadCounts()
     # The (id, sample) pairs seen, in generate's done set (32-64 bytes an id, whatever its length):
@@ -93,7 +94,7 @@ def error_files(outdir: Path) -> list[Path]:
     return sorted((p for p in outdir.iterdir() if ERROR_FILES.match(p.name)), key=lambda p: (p.name != "errors.jsonl", p.name))
 
 
-def iter_errors(outdir: Path) -> Iterator[dict[str, Any]]:
+def iter_errors(outdir: Path) -> Iterator[ErrorRow]:
     """Records of errors.jsonl, and of every shard's errors file: one output, however many processes wrote it."""
     for path in error_files(outdir):
         with open(path, "rb") as f:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
 
@@ -10,8 +10,6 @@ from fleetgen.errors import ConfigError
 from fleetgen.fleet.net import is_loopback
 from fleetgen.metrics.collectors import GenerateCollector, RunCollector
 
-if TYPE_CHECKING:  # the run's counters, read at scrape time; generate starts this page, not the reverse
-    from fleetgen.generate.observe.stats import Stats
 
 REMOTE_HINT = "bind 127.0.0.1 (the default), or set metrics_allow_remote (--metrics-allow-remote) to serve it off this host"
 
@@ -53,7 +51,7 @@ class MetricsServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}/metrics"
 
-    def show_generate(self, stats: Stats) -> None:
+    def show_generate(self, stats: Any) -> None:
         """Serve this generate run's counters, in place of an earlier run's."""
         if self._generate is not None:
             self.registry.unregister(self._generate)

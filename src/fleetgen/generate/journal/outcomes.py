@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from fleetgen.generate.journal.linekey import dumps_line
 from fleetgen.rows.doneset import DoneSet
 from fleetgen.generate.observe.stats import Stats
+from fleetgen.rows.result import FailureKind, ResultRow
 
-FailureKind = Literal["input", "rejected", "failed", "truncated", "incomplete", "internal"]
 
 
 @dataclass(frozen=True)
 class Completed:
-    """Every assistant turn of the sample was regenerated; `record` is the result line's content."""
+    """Every assistant turn of the sample was regenerated; `record` is the result line's content (less id, sample, job)."""
 
     id: str
     sample: int
-    record: dict[str, Any]
+    record: ResultRow
     truncated: bool
     prompt_tokens: int
     completion_tokens: int

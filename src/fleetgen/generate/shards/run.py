@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from fleetgen.errors import ConfigError, FleetgenError, InputError, OutputError
+from fleetgen.errors import ConfigError, FleetgenError, OutputError
 from fleetgen.fleet.state import read_state
 from fleetgen.generate.config import GenerateConfig
-from fleetgen.generate.runner import generate, resolve_target
+from fleetgen.generate.runner import generate
+from fleetgen.generate.dispatch.target import resolve_target
 from fleetgen.generate.config.partition import Shard
 from fleetgen.generate.shards.outcome import ShardDone, ShardFailed, ShardOutcome
 from fleetgen.rows.stats_file import merge_stats

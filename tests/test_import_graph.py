@@ -1,7 +1,9 @@
-"""fleet/ and fleet/engines/ import without a circle: each module stands on the ones below it.
+"""All of src/fleetgen imports without a circle, at every level: each module, and each folder, stands on those below it.
 
-The graph is read from the source with ast (every import, also those inside functions), so an
-import hidden in a function to dodge a circle at run time still counts as the circle it is.
+The graph is read from the source with ast (every import, also those inside functions and under
+TYPE_CHECKING), so an import hidden in a function to dodge a circle at run time still counts as the
+circle it is. A folder is one room among its siblings (as farm-studio draws it): two sibling folders
+that import each other, through any of their modules, are a circle too.
 """
 
 from __future__ import annotations
@@ -9,9 +11,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import fleetgen.fleet
+import fleetgen
 
-FLEET = Path(fleetgen.fleet.__file__).parent
+SRC = Path(fleetgen.__file__).parent
 
 
 def module_name(path: Path, root: Path, package: str) -> str:
@@ -81,10 +83,70 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_fleet_and_engines_have_no_import_circle():
-    graph = import_graph(FLEET, "fleetgen.fleet")
-    assert "fleetgen.fleet.engines.base" in graph and graph["fleetgen.fleet.launcher"]  # the walk saw the package
+def room_graphs(graph: dict[str, set[str]]) -> dict[str, dict[str, set[str]]]:
+    """Package -> the graph among its direct children (a module, or a sub-package with all inside it)."""
+    packages = {m.rpartition(".")[0] for m in graph} | {m for m in graph if any(k.startswith(m + ".") for k in graph)}
+    rooms: dict[str, dict[str, set[str]]] = {p: {} for p in packages if p}
+
+    def child(pkg: str, mod: str) -> str | None:
+        if not mod.startswith(pkg + "."):
+            return None
+        return pkg + "." + mod[len(pkg) + 1:].split(".")[0]
+
+    for src, targets in graph.items():
+        for pkg, g in rooms.items():
+            a = child(pkg, src)
+            if a is None:
+                continue
+            g.setdefault(a, set())
+            for t in targets:
+                b = child(pkg, t)
+                if b is not None and b != a:
+                    g[a].add(b)
+                    g.setdefault(b, set())
+    return rooms
+
+
+def faces_imported_from_inside(graph: dict[str, set[str]], packages: set[str]) -> list[str]:
+    """A module that imports a package it stands in (its __init__): an arrow back up to the face."""
+    return sorted(f"{m} -> {t}" for m, ts in graph.items() for t in ts if t in packages and m.startswith(t + "."))
+
+
+def test_src_has_no_import_circle_at_any_level():
+    graph = import_graph(SRC, "fleetgen")
+    assert "fleetgen.fleet.engines.base" in graph and graph["fleetgen.generate.runner"]  # the walk saw the tree
     assert cycles(graph) == []
+    circles = {pkg: c for pkg, g in room_graphs(graph).items() if (c := cycles(g))}
+    assert circles == {}
+
+
+def test_no_module_imports_a_package_it_stands_in():
+    graph = import_graph(SRC, "fleetgen")
+    packages = {m for m in graph if any(k.startswith(m + ".") for k in graph)}
+    assert faces_imported_from_inside(graph, packages) == []
+
+
+def test_export_and_report_read_the_row_format_not_generate():
+    graph = import_graph(SRC, "fleetgen")
+    reach = sorted(f"{m} -> {t}" for m, ts in graph.items() for t in ts
+                   if m.startswith(("fleetgen.export", "fleetgen.report")) and t.startswith("fleetgen.generate"))
+    assert reach == []
+
+
+def test_sibling_folders_that_import_each_other_are_a_circle(tmp_path):
+    pkg = tmp_path / "pkg"
+    for d in ("pkg", "pkg/low", "pkg/high"):
+        (tmp_path / d).mkdir(exist_ok=True)
+        (tmp_path / d / "__init__.py").write_text("")
+    (pkg / "low" / "a.py").write_text("def f():\n    from pkg.high import b\n")  # lazy, still an arrow
+    (pkg / "high" / "b.py").write_text("")
+    (pkg / "high" / "c.py").write_text("from pkg.low import a\n")
+    graph = import_graph(pkg, "pkg")
+    assert cycles(graph) == []  # no module circle: a -> b, c -> a
+    assert {p: cycles(g) for p, g in room_graphs(graph).items() if cycles(g)} == {"pkg": [["pkg.high", "pkg.low"]]}
+    (pkg / "low" / "d.py").write_text("import pkg\n")
+    graph = import_graph(pkg, "pkg")
+    assert faces_imported_from_inside(graph, {"pkg", "pkg.low", "pkg.high"}) == ["pkg.low.d -> pkg"]
 
 
 def test_the_walk_finds_a_circle_through_a_function_level_import(tmp_path):
@@ -120,8 +182,8 @@ def private_reaches(root: Path, package: str) -> list[str]:
     return found
 
 
-def test_no_module_of_fleet_uses_another_ones_private_names():
-    assert private_reaches(FLEET, "fleetgen.fleet") == []
+def test_no_module_uses_another_ones_private_names():
+    assert private_reaches(SRC, "fleetgen") == []
 
 
 def test_a_private_reach_is_seen(tmp_path):
