@@ -20,7 +20,7 @@ from fleetgen.generate.config.partition import Shard
 from fleetgen.generate.dispatch import client
 from fleetgen.generate.dispatch.auto_limit import LimitPolicy
 from fleetgen.generate.dispatch.dispatcher import Dispatcher
-from fleetgen.generate.dispatch.fleet_watch import follow_fleet
+from fleetgen.generate.dispatch.fleet_follow import follow_fleet
 from fleetgen.generate.dispatch.load_poll import LoadPoller
 from fleetgen.generate.dispatch.target import check_endpoints, dispatch_policy, resolve_target
 from fleetgen.generate.dispatch.warmup import Warmup

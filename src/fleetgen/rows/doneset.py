@@ -1,6 +1,6 @@
 """Which (id, sample) pairs are recorded, in flat arrays keyed by a 128-bit hash of the id.
 
-A dict of str -> int costs ~110 bytes per id (over 1 GB at 10M); here an id costs one slot of
+A dict of str -> int costs several times more per id than the id (BENCHMARKS.md, scale); here an id costs one slot of
 three 64-bit words (hash low, hash high, sample bits) in an open-addressing table with linear
 probing at most 3/4 full: 32-64 bytes per id, whatever the id's length. Samples 0-63 are bits of
 the slot; higher sample numbers (rare) live in a small set beside it. The hash is BLAKE2b-128 of

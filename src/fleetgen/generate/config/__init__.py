@@ -152,8 +152,8 @@ class GenerateConfig(StrictModel):
     event_loop: EventLoop = Field(
         "asyncio",
         description=(
-            "The client's event loop: asyncio; uvloop (optional package, `pip install 'fleetgen[fast]'`; 7-10% less "
-            "CPU per request; opt-in, the suite runs on asyncio); "
+            "The client's event loop: asyncio; uvloop (optional package, `pip install 'fleetgen[fast]'`; less CPU per "
+            "request, BENCHMARKS.md; opt-in, the suite runs on asyncio); "
             "or auto (uvloop when installed)."
         ),
     )

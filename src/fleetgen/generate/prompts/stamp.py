@@ -1,7 +1,7 @@
 """The prompt file's fingerprint, remembered beside the output by the file's stat: a resume need not hash it again.
 
 The job's identity holds the sha256 of the prompt file (journal.check_identity refuses another
-job's directory); hashing it costs ~0.2 s per 130 MB (2 s at 10M rows) on every resume. The output
+job's directory); hashing it grows with the file and was most of a large resume's wall (BENCHMARKS.md). The output
 directory keeps `prompts.stamp`: the sha256 and row count with the file's device, inode, size,
 mtime and ctime (nanoseconds). When all five still match, the file was not written since (a write
 moves ctime, which no user call can set back; a replaced file has another inode or ctime), and the

@@ -27,7 +27,7 @@ ROW_HINT = "fix or drop the row in the prompt file, then rerun with --retry-erro
 class FirstLines:
     """Line of the first row of each id, by 64-bit id hash, in two flat arrays (12 bytes a slot).
 
-    A dict of ints costs ~110 bytes an entry, over 1 GB at 10M prompts; this stays near 200 MB.
+    A dict of ints would cost several times as much per entry (BENCHMARKS.md, scale); here a slot is 12 bytes.
     Open addressing with linear probing; the table doubles at 3/4 full. Hashes are str hashes,
     stable within one process, which is all the duplicate check needs.
     """

@@ -6,7 +6,7 @@ import asyncio
 
 from fleetgen.fleet.state import FleetState, ReplicaState, write_state
 from fleetgen.generate.dispatch.dispatcher import Dispatcher, DispatchPolicy
-from fleetgen.generate.dispatch.fleet_watch import follow_fleet
+from fleetgen.generate.dispatch.fleet_follow import follow_fleet
 
 
 def _replica(index: int, endpoint: str, verified: bool) -> ReplicaState:
