@@ -574,6 +574,13 @@ CHILD = textwrap.dedent(
 )
 
 
+def _lines(path: Path) -> int:
+    try:
+        return path.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
 def test_generate_killed_at_random_resumes_from_the_checkpoint_exactly_once(tmp_path):
     rng = random.Random(29)
     prompts = tmp_path / "p.jsonl"
@@ -590,7 +597,12 @@ def test_generate_killed_at_random_resumes_from_the_checkpoint_exactly_once(tmp_
         for _ in range(5):
             child = subprocess.Popen([sys.executable, "-c", CHILD, str(prompts), str(outdir), url], env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(rng.uniform(1.0, 2.0))
+            # Killed once it wrote a random number of new rows, however fast the machine: a kill at a fixed
+            # time met a run that had committed nothing yet on a loaded machine.
+            target = _lines(outdir / "results.jsonl") + rng.randint(40, 160)
+            deadline = time.monotonic() + 300
+            while _lines(outdir / "results.jsonl") < target and child.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.01)
             child.send_signal(signal.SIGKILL)
             child.wait()
             if (outdir / "results.jsonl").exists():
