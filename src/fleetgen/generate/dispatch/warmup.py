@@ -1,8 +1,9 @@
 """Warm each replica's sampling paths before it takes a job's requests ("compiling sampling kernels").
 
 An engine compiles some kernels on their first use, not at start: SGLang 0.5.12 JIT-compiles
-flashinfer's top-k/top-p sampling kernel on the first request with top_p < 1 (107 s on the H200,
-2026-12-02, with a greedy request waiting 105 s behind it), and its readiness probe is greedy.
+flashinfer's top-k/top-p sampling kernel on the first request with top_p < 1 (well over a minute
+on an H200, with greedy requests waiting behind it: BENCHMARKS.md, "GPU: exact token ids from
+SGLang 0.5.12 on one H200"), and its readiness probe is greedy.
 A job's first requests would wait behind that compile, and the dispatcher would read the wait as a
 slow replica (hedges, timeouts, ejection). So before a replica takes work, it gets one short
 request per distinct sampling *path* the job will use, one after another (a batch mixing two
