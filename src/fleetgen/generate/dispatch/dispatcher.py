@@ -254,7 +254,6 @@ class Dispatcher:
             return None
         return self._take(min(others, key=lambda r: r.outstanding / r.window))
 
-
     def release(self, r: Replica, *, ok: bool = False, failure: TransientError | None = None, rejected: bool = False) -> None:
         """Return a slot, with what happened: ok, a transient failure, a rejection, or none (cancelled)."""
         r.stats.outstanding -= 1
