@@ -1,12 +1,13 @@
 """Hedging: in the tail, a request slower than the answers seen gets a twin on a draining replica; the first answer wins.
 
 Only in the tail (the input exhausted): before it, every free slot has new work to take, and a
-twin would take the slot from it. Slow is judged against answers seen: until HEDGE_MIN_OBSERVED requests have
-answered no twin is sent, then slow is max(`hedge_after_s`, 2x their median) (a job that fits in
-the window is all tail from its first second, and a flat threshold twinned most of its requests).
+twin would take the slot from it. Slow is judged against answers seen: until HEDGE_MIN_OBSERVED
+requests have answered no twin is sent, then slow is max(`hedge_after_s`, 2x their median) (a job
+that fits in the window is all tail from its first second, and a flat threshold twinned most of
+its requests).
 A twin is a full prefill on a replica without the prompt's prefix, so it goes only to a replica at
 most HEDGE_MAX_LOAD full, where it costs little of the batch; it waits for one to drain that far.
-BENCHMARKS.md ("race against the router", 1b and 1c; "tail") has the runs behind these rules.
+BENCHMARKS.md ("race against the router", 1 and 1c; "tail") has the runs behind these rules.
 
 The request itself gets no task of its own (one per request cost CPU on every request, see
 BENCHMARKS.md "Hedging without a task per request"): the sample's task awaits it directly and
