@@ -9,7 +9,8 @@ import pytest
 
 from fleetgen.errors import NoReplicaError
 from fleetgen.generate.dispatch.client import Rejected, TransientError
-from fleetgen.generate.dispatch.dispatcher import HEDGE_MIN_OBSERVED, Dispatcher, DispatchPolicy
+from fleetgen.generate.dispatch.dispatcher import Dispatcher, DispatchPolicy
+from fleetgen.generate.dispatch.hedging import HEDGE_MIN_OBSERVED
 
 
 def make(n=2, window=2, **kw) -> Dispatcher:
@@ -35,7 +36,7 @@ def slow_on_replica_0():
 
 def hedging_ready(d: Dispatcher, latency_s: float = 0.01) -> Dispatcher:
     """As if enough quick answers had come back for hedging to know what slow is."""
-    d._latencies.extend([latency_s] * HEDGE_MIN_OBSERVED)
+    d.hedging.latencies.extend([latency_s] * HEDGE_MIN_OBSERVED)
     return d
 
 

@@ -1,4 +1,4 @@
-"""Which replica serves the next request: bounded windows, least outstanding, affinity, hedging, ejection.
+"""Which replica serves the next request: bounded windows, least outstanding, affinity; retries.
 
 Knows nothing engine-specific: a replica is an endpoint with a window of in-flight requests (fixed,
 or set while the run goes by `--concurrency auto`, see load_poll.py). A request goes to the least
@@ -7,36 +7,29 @@ samples went to (a pin), else the one holding the longest leading text it shares
 prompts (prefix_map.py); a home that is full but within the margin is waited for, by a bounded
 number of requests, rather than given up.
 A request is a coroutine function of the replica; the dispatcher retries it with backoff on
-another replica when it fails transiently, takes replicas that keep failing out of rotation
-(and lets one request probe them again after a cool-down), and stops with NoReplicaError
-when none has answered for `give_up_after_s`.
+another replica when it fails transiently. Which replicas are in rotation (ejection, probes,
+giving up with NoReplicaError, the warm-up gate) is rotation.py's; twins for stragglers in the
+tail are hedging.py's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-import statistics
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from fleetgen.errors import NoReplicaError
 from fleetgen.generate.dispatch.client import Rejected, TransientError, backoff_delay
+from fleetgen.generate.dispatch.hedging import Hedging
 from fleetgen.generate.dispatch.prefix_map import PrefixMap
-from fleetgen.generate.observe.stats import Clock, ReplicaStats, Stats
+from fleetgen.generate.dispatch.replica import Replica
+from fleetgen.generate.dispatch.rotation import Rotation
+from fleetgen.generate.observe.stats import Clock, Stats
 
 T = TypeVar("T")
-
-MAX_COOLDOWN_S = 60.0
-
-
-# Hedging waits for this many answers before it calls a request slow, and twins only onto a replica at
-# most this full (see Dispatcher._hedge_later; bench/router_race.py showed why).
-HEDGE_MIN_OBSERVED = 8
-HEDGE_MAX_LOAD = 0.5
 
 
 @dataclass
@@ -54,31 +47,6 @@ class DispatchPolicy:
     failures_to_eject: int = 3
     cooldown_s: float = 5.0
     give_up_after_s: float = 120.0
-
-
-class Replica:
-    """One server as the dispatcher sees it; its counters live in `stats`."""
-
-    def __init__(self, index: int, endpoint: str, window: int, stall_after_s: float = 10.0) -> None:
-        self.index = index
-        self.endpoint = endpoint
-        self.window = window
-        self.stats = ReplicaStats(index=index, endpoint=endpoint, window=window, stall_after_s=stall_after_s)
-        self.consecutive_failures = 0
-        self.retry_at = 0.0  # when out of rotation: earliest time a probe request may go
-        self.cooldown = 0.0
-        self.probing = False
-
-    @property
-    def outstanding(self) -> int:
-        return self.stats.outstanding
-
-    @property
-    def in_rotation(self) -> bool:
-        return self.stats.in_rotation
-
-    def __repr__(self) -> str:
-        return f"Replica({self.index}, {self.endpoint}, {self.outstanding}/{self.window})"
 
 
 class Dispatcher:
@@ -113,12 +81,11 @@ class Dispatcher:
         self.home_waiters = 0
         self.on_capacity: Callable[[], None] | None = None
         self._rr = 0
-        self._latencies: deque[float] = deque(maxlen=256)
-        self._in_tail = False
-        # Hedged requests in flight before the tail, each with its request function: the tail watches them.
-        self._flights: dict[_Flight, Callable[[Replica], Awaitable[object]]] = {}
-        self._all_down_since: float | None = None
-        self._dead: str | None = None
+        self.rotation = Rotation(
+            self.replicas, clock, self._wake, failures_to_eject=policy.failures_to_eject,
+            cooldown_s=policy.cooldown_s, give_up_after_s=policy.give_up_after_s,
+        )
+        self.hedging = Hedging(self, policy.hedge_after_s, clock)
         # Called with each replica that joins on a new address (warmup.py holds and warms it).
         self.on_new_replica: Callable[[Replica], None] | None = None
 
@@ -144,11 +111,7 @@ class Dispatcher:
 
     def enter_tail(self) -> None:
         """The input is exhausted: from now on stragglers may be hedged."""
-        if not self._in_tail:
-            self._in_tail = True
-            for flight, fn in list(self._flights.items()):
-                self._watch(flight, fn)
-            self._flights.clear()
+        self.hedging.enter_tail()
 
     def replace_endpoint(self, index: int, endpoint: str) -> bool:
         """Send replica `index`'s future work to `endpoint` (a replacement on a new address); False if unchanged.
@@ -162,35 +125,11 @@ class Dispatcher:
         new = Replica(index, endpoint, old.window, self.policy.hedge_after_s)
         self.replicas[index] = new
         self.all_stats.append(new.stats)
-        self._all_down_since = None
+        self.rotation.replaced()
         if self.on_new_replica is not None:
             self.on_new_replica(new)
         self._wake()
         return True
-
-    # --- the warm-up gate (warmup.py) ------------------------------------------------------
-
-    def hold(self, r: Replica) -> None:
-        """Keep `r` out of rotation until `admit`: it is compiling the job's sampling kernels."""
-        r.stats.in_rotation = False
-        r.stats.warming = True
-        r.retry_at = float("inf")
-
-    def admit(self, r: Replica) -> None:
-        """`r` answered its warm-up: it takes work from now on."""
-        r.stats.warming = False
-        r.stats.in_rotation = True
-        r.retry_at = 0.0
-        self._all_down_since = None
-        self._wake()
-
-    def warmup_failed(self, r: Replica, why: str) -> None:
-        """`r` stays out of this run; when every replica failed so, the run stops (NoReplicaError)."""
-        r.stats.warming = False
-        r.stats.warmup_error = why
-        if all(x.stats.warmup_error for x in self.replicas):
-            self._dead = "no replica finished its warm-up: " + "; ".join(x.stats.warmup_error or "" for x in self.replicas)
-            self._wake()
 
     def forget(self, key: str) -> None:
         """The prompt behind `key` is finished: drop its affinity pin."""
@@ -270,7 +209,7 @@ class Dispatcher:
 
     def _take(self, r: Replica) -> Replica:
         if not r.in_rotation:
-            r.probing = True
+            r.probing = True  # the one request that probes it (rotation.py)
         r.stats.outstanding += 1
         r.stats.requests += 1
         if r.stats.first_request_at is None:
@@ -279,8 +218,8 @@ class Dispatcher:
 
     def try_acquire(self, key: str | None = None, blocks: tuple[int, ...] = ()) -> Replica | None:
         """A slot on a replica if one is free now, else None; NoReplicaError once every replica is given up."""
-        if self._dead:
-            raise NoReplicaError(self._dead, hint="start or fix the servers, then run the same command to resume")
+        if self.rotation.dead:
+            self.rotation.give_up()
         r = self._choose(key, blocks=blocks)
         return None if r is None or r is _WAIT_HOME else self._take(r)  # type: ignore[arg-type]
 
@@ -289,8 +228,8 @@ class Dispatcher:
         for_home = False  # counted in home_waiters: the runner sends that many more requests meanwhile
         try:
             while True:
-                if self._dead:
-                    raise NoReplicaError(self._dead, hint="start or fix the servers, then run the same command to resume")
+                if self.rotation.dead:
+                    self.rotation.give_up()
                 r = self._choose(key, blocks=blocks)
                 if r is not None and r is not _WAIT_HOME:
                     return self._take(r)  # type: ignore[arg-type]
@@ -299,8 +238,7 @@ class Dispatcher:
                     self.home_waiters += 1 if for_home else -1
                     if for_home and self.on_capacity is not None:
                         self.on_capacity()
-                self._changed.clear()
-                await self._changed.wait()
+                await self.changed()
         finally:
             if for_home:
                 self.home_waiters -= 1
@@ -319,15 +257,9 @@ class Dispatcher:
     def release(self, r: Replica, *, ok: bool = False, failure: TransientError | None = None, rejected: bool = False) -> None:
         """Return a slot, with what happened: ok, a transient failure, a rejection, or none (cancelled)."""
         r.stats.outstanding -= 1
-        was_probe = r.probing
-        r.probing = False
-        if ok or rejected:
-            # A 4xx is an answer too: the server is alive.
-            r.consecutive_failures = 0
-            if not r.in_rotation:
-                r.stats.in_rotation = True
-                r.cooldown = 0.0
-            self._all_down_since = None
+        answered = ok or rejected  # a 4xx is an answer too: the server is alive
+        self.rotation.released(r, answered=answered, failure=failure)
+        if answered:
             r.stats.answered(self.clock())
             if rejected:
                 r.stats.rejected += 1
@@ -335,47 +267,24 @@ class Dispatcher:
                 r.stats.ok += 1
         elif failure is not None:
             r.stats.failures += 1
-            if failure.counts_against_replica:
-                r.consecutive_failures += 1
-                if was_probe or (r.in_rotation and r.consecutive_failures >= self.policy.failures_to_eject):
-                    self._eject(r)
         self._wake()
 
-    def _eject(self, r: Replica) -> None:
-        r.stats.in_rotation = False
-        r.stats.ejections += 1
-        r.cooldown = min(MAX_COOLDOWN_S, r.cooldown * 2 if r.cooldown else self.policy.cooldown_s)
-        r.retry_at = self.clock() + r.cooldown
-        loop = asyncio.get_running_loop()
-        loop.call_later(r.cooldown, self._cooldown_over, r)
-        if not any(x.in_rotation or x.stats.warming for x in self.replicas) and self._all_down_since is None:
-            self._all_down_since = self.clock()
-            loop.call_later(self.policy.give_up_after_s, self._check_dead)
-
-    def _check_dead(self) -> None:
-        if self._all_down_since is None or any(x.in_rotation or x.stats.warming for x in self.replicas):
-            return
-        down_for = self.clock() - self._all_down_since
-        if down_for >= self.policy.give_up_after_s * 0.999:
-            self._dead = (
-                f"no replica has answered for {down_for:.0f}s "
-                f"({', '.join(r.endpoint for r in self.replicas)}); stopped cleanly, the job can be resumed"
-            )
-            self._wake()
+    def release_after(self, r: Replica, exc: BaseException) -> None:
+        """Return a slot after a request raised: a transient failure, a rejection, or anything else."""
+        if isinstance(exc, TransientError):
+            self.release(r, failure=exc)
+        elif isinstance(exc, Rejected):
+            self.release(r, rejected=True)
         else:
-            asyncio.get_running_loop().call_later(self.policy.give_up_after_s - down_for, self._check_dead)
-
-    def _cooldown_over(self, r: Replica) -> None:
-        # A loop's timer can fire before our clock reaches retry_at (uvloop counts whole milliseconds):
-        # waking then would find the replica still cooling and nothing would wake the waiters again.
-        left = r.retry_at - self.clock()
-        if left > 0 and not r.in_rotation:
-            asyncio.get_running_loop().call_later(max(left, 0.001), self._cooldown_over, r)
-        else:
-            self._wake()
+            self.release(r)
 
     def _wake(self) -> None:
         self._changed.set()
+
+    async def changed(self) -> None:
+        """Wait until a slot may have freed up or a replica's state changed."""
+        self._changed.clear()
+        await self._changed.wait()
 
     # --- running a request -----------------------------------------------------------------
 
@@ -409,14 +318,8 @@ class Dispatcher:
         blocks = prefix() if prefix is not None and p.prefix_routing and p.prefix_affinity and key not in self._pins else ()
         r = self.try_acquire(key, blocks) or await self.acquire(key, blocks)  # no coroutine to await when a slot is free
         started = self.clock()
-        # The request is awaited directly, with no task or wait of its own: a twin can join it only in the
-        # tail, through a watcher task (see _hedge_later) that the tail starts for each request in flight.
-        flight = _Flight(r, started) if self.policy.hedge else None
-        if flight is not None:
-            if self._in_tail:
-                self._watch(flight, fn)
-            else:
-                self._flights[flight] = fn
+        # The request is awaited directly, with no task of its own: a twin can join it only in the tail (hedging.py).
+        flight = self.hedging.track(r, started, fn) if p.hedge else None
         try:
             result = await fn(r)
         except asyncio.CancelledError:
@@ -424,152 +327,26 @@ class Dispatcher:
                 r.stats.silent += 1
                 self.release(r)  # no outcome: the run is abandoning it
                 raise
-            if not self._after_cancel(flight):  # (it returns the slot)
+            if not self.hedging.first_cancelled(flight):  # (it returns the slot)
                 raise
-            return flight.twin.result(), flight.twin_replica  # type: ignore[union-attr,return-value]
+            return flight.twin_answer()  # type: ignore[return-value]
         except BaseException as exc:
-            self._release_after(r, exc)
+            self.release_after(r, exc)
             if flight is None:
                 raise
-            return await self._after_failure(flight, exc)
-        if flight is not None:
-            self._leave(flight)
-            if flight.state is _TWIN_WON:  # fn swallowed the cancel that the twin's answer sent it
-                flight.task.uncancel()  # type: ignore[union-attr]
-                r.stats.silent += 1
-                self.release(r)
-                return flight.twin.result(), flight.twin_replica  # type: ignore[union-attr,return-value]
+            return await self.hedging.first_failed(flight, exc)  # type: ignore[return-value]
+        if flight is not None and (twin := self.hedging.first_answered(flight)) is not None:
+            return twin  # type: ignore[return-value]  # the twin won; fn swallowed the cancel its answer sent
         self.release(r, ok=True)
-        self._observe(r, started)
+        self.observe(r, started)
         return result, r
 
-    def _observe(self, r: Replica, started: float) -> None:
+    def observe(self, r: Replica, started: float) -> None:
+        """`r` answered a request sent at `started`: its latency histogram, and what hedging calls slow."""
         took = self.clock() - started
-        self._latencies.append(took)
+        self.hedging.latencies.append(took)
         r.stats.latency.observe(took)
-
-    def _leave(self, flight: _Flight) -> None:
-        """The first request is over (answered, failed or cancelled): no twin may start or win any more."""
-        self._flights.pop(flight, None)
-        if flight.state is _RACING:
-            flight.state = _OVER
-        if flight.watcher is not None:
-            flight.watcher.cancel()  # no effect once it started the twin (it has returned)
-        if flight.twin is not None and flight.state is _OVER:
-            flight.twin.cancel()  # the losing hedge: closing its connection makes the server abort it
-
-    def _after_cancel(self, flight: _Flight) -> bool:
-        """The first request was cancelled: True if by its twin's answer (take that), False if from outside."""
-        won = flight.state is _TWIN_WON
-        self._leave(flight)
-        flight.replica.stats.silent += 1  # it got no answer there: its twin's came first, or the run abandons it
-        self.release(flight.replica)
-        # Cancelled from outside as well (the count stays above 0): the run is abandoning it.
-        return won and flight.task.uncancel() == 0  # type: ignore[union-attr]
-
-    async def _after_failure(self, flight: _Flight, exc: BaseException) -> tuple[T, Replica]:
-        """The first request failed: a twin in flight may still answer (its error then propagates instead)."""
-        twin = flight.twin
-        if flight.state is _TWIN_WON:  # fn turned the cancel that the twin's answer sent it into an error
-            self._leave(flight)
-            flight.task.uncancel()  # type: ignore[union-attr]
-            return twin.result(), flight.twin_replica  # type: ignore[union-attr,return-value]
-        if twin is None or flight.state is not _RACING:
-            self._leave(flight)
-            raise exc
-        flight.state = _FIRST_FAILED
-        self._leave(flight)
-        try:
-            await asyncio.wait((twin,))
-        except asyncio.CancelledError:
-            flight.state = _OVER
-            twin.cancel()
-            raise
-        if twin.cancelled():
-            raise exc
-        twin_exc = twin.exception()
-        if twin_exc is not None:
-            raise twin_exc
-        return twin.result(), flight.twin_replica  # type: ignore[return-value]
-
-    def _watch(self, flight: _Flight, fn: Callable[[Replica], Awaitable[object]]) -> None:
-        flight.watcher = asyncio.ensure_future(self._hedge_later(flight, fn))
-
-    async def _hedge_later(self, flight: _Flight, fn: Callable[[Replica], Awaitable[object]]) -> None:
-        """In the tail, a request slower than the hedge threshold gets a twin on a draining replica.
-
-        Slow is judged against answers seen: until HEDGE_MIN_OBSERVED requests have answered, no twin is
-        sent (a job that fits in the window is all "tail" from its first second, and a flat threshold twinned
-        most of its requests). A twin is a full prefill on a replica without the prompt's prefix, so it goes
-        only to a replica at most HEDGE_MAX_LOAD full, where it costs little of the batch.
-        """
-        while True:
-            known = len(self._latencies) >= HEDGE_MIN_OBSERVED
-            threshold = max(self.policy.hedge_after_s, 2 * statistics.median(self._latencies)) if known else self.policy.hedge_after_s
-            remaining = threshold - (self.clock() - flight.started)
-            if known and remaining <= 0:
-                break
-            await asyncio.sleep(remaining if remaining > 0 else self.policy.hedge_after_s / 4)  # then judge again
-        while (other := self.try_acquire_other(flight.replica, max_load=HEDGE_MAX_LOAD)) is None:
-            # No other replica has drained enough: try again when a slot frees up (cancelled if the request answers first).
-            self._changed.clear()
-            await self._changed.wait()
-        other.stats.hedges += 1
-        flight.twin_replica = other
-        flight.twin = twin = asyncio.ensure_future(fn(other))
-        twin.add_done_callback(lambda t: self._twin_done(flight, t))
-        flight.watcher = None
-
-    def _twin_done(self, flight: _Flight, twin: asyncio.Future) -> None:
-        """Return the twin's slot, exactly once; if it answered while the first still runs, it wins."""
-        other = flight.twin_replica
-        assert other is not None
-        if twin.cancelled():
-            self.release(other)
-            return
-        exc = twin.exception()
-        if exc is not None:
-            self._release_after(other, exc)  # the first request goes on (or, if it failed too, this error ends it)
-            return
-        if flight.state is _OVER:
-            other.stats.answered(self.clock())
-            self.release(other)  # answered too, but the first answer already won
-            return
-        self.release(other, ok=True)
-        self._observe(other, flight.started)
-        if flight.state is _RACING and flight.task is not None:  # (None: run outside a task, nothing to cancel)
-            flight.state = _TWIN_WON
-            flight.replica.stats.moved += 1
-            flight.replica.stats.silent_moved += 1
-            flight.task.cancel()  # the first request is still inside `await fn(r)`: the cancel lands there
-
-    def _release_after(self, r: Replica, exc: BaseException) -> None:
-        """Return a slot after a request raised: a transient failure, a rejection, or anything else."""
-        if isinstance(exc, TransientError):
-            self.release(r, failure=exc)
-        elif isinstance(exc, Rejected):
-            self.release(r, rejected=True)
-        else:
-            self.release(r)
 
 
 # _choose's answer when a request's home is full but within the margin: wait for it.
 _WAIT_HOME = object()
-
-# What a hedged request's first attempt is doing (see Dispatcher._run_once).
-_RACING, _FIRST_FAILED, _TWIN_WON, _OVER = "racing", "first failed", "twin won", "over"
-
-
-class _Flight:
-    """One request awaited directly by its sample's task; in the tail, a watcher may send it a twin."""
-
-    __slots__ = ("replica", "started", "task", "state", "watcher", "twin", "twin_replica")
-
-    def __init__(self, replica: Replica, started: float) -> None:
-        self.replica = replica
-        self.started = started
-        self.task = asyncio.current_task()
-        self.state = _RACING
-        self.watcher: asyncio.Future | None = None
-        self.twin: asyncio.Future | None = None
-        self.twin_replica: Replica | None = None

@@ -1,8 +1,9 @@
 """Warm each replica's sampling paths before it takes a job's requests ("compiling sampling kernels").
 
 An engine compiles some kernels on their first use, not at start: SGLang 0.5.12 JIT-compiles
-flashinfer's top-k/top-p sampling kernel on the first request with top_p < 1 (107 s on the H200,
-2026-12-02, with a greedy request waiting 105 s behind it), and its readiness probe is greedy.
+flashinfer's top-k/top-p sampling kernel on the first request with top_p < 1 (well over a minute
+on an H200, with greedy requests waiting behind it: BENCHMARKS.md, "GPU: exact token ids from
+SGLang 0.5.12 on one H200"), and its readiness probe is greedy.
 A job's first requests would wait behind that compile, and the dispatcher would read the wait as a
 slow replica (hedges, timeouts, ejection). So before a replica takes work, it gets one short
 request per distinct sampling *path* the job will use, one after another (a batch mixing two
@@ -28,7 +29,8 @@ import aiohttp
 
 from fleetgen.generate.dispatch.client import Rejected, TransientError, backoff_delay, chat
 from fleetgen.generate.config import GenerateConfig
-from fleetgen.generate.dispatch.dispatcher import Dispatcher, Replica
+from fleetgen.generate.dispatch.dispatcher import Dispatcher
+from fleetgen.generate.dispatch.replica import Replica
 from fleetgen.generate.config.profiles import SamplingProfile, apply
 from fleetgen.generate.dispatch.answer_ids import REQUEST_FIELDS as TOKEN_ID_FIELDS
 
@@ -160,7 +162,7 @@ class Warmup:
 
     def add(self, replica: Replica) -> None:
         """Hold `replica` and warm it in the background."""
-        self.dispatcher.hold(replica)
+        self.dispatcher.rotation.hold(replica)
         task = asyncio.create_task(self._warm(replica))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -182,12 +184,12 @@ class Warmup:
                 print(f"warning: replica {replica.index} ({replica.endpoint}) failed its warm-up ({result.error}); "
                       "it takes no work in this run; read its log, then run the same command to resume on it",
                       file=sys.stderr)
-                self.dispatcher.warmup_failed(replica, f"replica {replica.index} failed its warm-up: {result.error}")
+                self.dispatcher.rotation.warmup_failed(replica, f"replica {replica.index} failed its warm-up: {result.error}")
                 return
             result.seconds[path.name] = time.monotonic() - started
         print(f"replica {replica.index}: {PHASE}: done in {time.monotonic() - t0:.1f}s "
               f"({', '.join(f'{k} {v:.1f}s' for k, v in result.seconds.items())})", file=sys.stderr)
-        self.dispatcher.admit(replica)
+        self.dispatcher.rotation.admit(replica)
 
     async def _send(self, replica: Replica, path: SamplingPath) -> None:
         """One warm-up request; connection errors and 5xx are retried with the job's backoff, a timeout is not."""

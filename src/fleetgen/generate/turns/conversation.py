@@ -13,7 +13,8 @@ import aiohttp
 from fleetgen.errors import MissingTokenIdsError
 from fleetgen.generate.dispatch.client import ChatAnswer, IdsRefused, Rejected, TransientError, chat_or_without_ids
 from fleetgen.generate.config import GenerateConfig
-from fleetgen.generate.dispatch.dispatcher import Dispatcher, Replica
+from fleetgen.generate.dispatch.dispatcher import Dispatcher
+from fleetgen.generate.dispatch.replica import Replica
 from fleetgen.generate.journal.outcomes import Completed, Failed, Outcome
 from fleetgen.generate.turns.native import native_chat
 from fleetgen.generate.turns.paths import TurnPath
