@@ -7,7 +7,7 @@ import inspect
 import pytest
 
 from fleetgen.fleet.backend import Backend
-from fleetgen.fleet.backends import backend_for
+from fleetgen.fleet.backend_lookup import backend_for
 from fleetgen.fleet.local import LocalBackend
 from fleetgen.fleet.state import FleetState
 

@@ -15,7 +15,7 @@ from fleetgen.fleet.devices import GpuInfo, gpu_groups, sharing_waves
 from fleetgen.fleet.engines import get_engine
 from fleetgen.fleet.engines.base import flag_value, without_flag
 from fleetgen.fleet.engines.sglang import shared_fraction
-from fleetgen.fleet.plan import plan_replicas
+from fleetgen.fleet.replica_plan import plan_replicas
 
 
 def test_groups_serve_several_replicas_round_robin():

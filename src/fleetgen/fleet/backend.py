@@ -56,7 +56,7 @@ class Backend(Protocol):
     """Where a fleet's replicas run. `launcher.up` and `launcher.restart_replica` drive it."""
 
     name: str
-    """Recorded as the state's `backend`; `backends.backend_for` maps it back to the class."""
+    """Recorded as the state's `backend`; `backend_lookup.backend_for` maps it back to the class."""
 
     on_this_machine: bool
     """Replicas run here: the doctor, the port check, the command check and this interpreter apply to them."""

@@ -12,13 +12,13 @@ from pathlib import Path
 
 from fleetgen.errors import FleetError
 from fleetgen.fleet.backend import Backend, Launch, StartedReplica
-from fleetgen.fleet.backends import backend_for, backend_for_config
+from fleetgen.fleet.backend_lookup import backend_for, backend_for_config
 from fleetgen.fleet.config import FleetConfig
 from fleetgen.fleet.devices import sharing_waves
 from fleetgen.fleet.interrupt import cancel_on_signals
 from fleetgen.fleet.engines import ReplicaSpec, get_engine
 from fleetgen.fleet.net import check_port_free, is_loopback
-from fleetgen.fleet.plan import api_key_of, plan_replicas
+from fleetgen.fleet.replica_plan import api_key_of, plan_replicas
 from fleetgen.fleet.state import (
     FleetState, ReplicaState, clear_state, ensure_state_dir, read_state, record_replica, write_state,
 )
@@ -238,7 +238,7 @@ def _has_files(d: Path | None) -> bool:
 def warm_first(config: FleetConfig, specs: list[ReplicaSpec]) -> bool:
     """On GPUs a cold start compiles once, not N times: replica 0 alone first, the others after it is ready.
 
-    The others share its compile caches (plan.shared_cache_dir), so they load what it compiled.
+    The others share its compile caches (replica_plan.shared_cache_dir), so they load what it compiled.
     Not on CPU: there the second wave saves little (warm 79 s vs cold 96 s for one vLLM-CPU replica)
     and waiting for the first costs a whole start (2 replicas: 210 s staged vs 123 s at once).
     Not where the backend assigns devices at start (Ray): the plan has no GPUs to go by.

@@ -30,7 +30,7 @@ from fleetgen.fleet.devices import claim_cores
 from fleetgen.fleet.engines import ReplicaSpec, get_engine
 from fleetgen.fleet.logtail import LogFollower
 from fleetgen.fleet.net import check_port_free, free_port
-from fleetgen.fleet.plan import engine_cache_dir
+from fleetgen.fleet.replica_plan import engine_cache_dir
 from fleetgen.fleet.process import stop_processes
 from fleetgen.fleet.spawn import describe, spawn
 from fleetgen.fleet.state import FleetState, ReplicaState

@@ -19,7 +19,7 @@ from fleetgen.fleet.engines.sglang_validate import (
     DEFAULT_PYTHON, Verdicts, check_command_lines, raise_for_rejected, sglang_python, validate_command_lines,
 )
 from fleetgen.fleet import local
-from fleetgen.fleet.plan import plan_replicas
+from fleetgen.fleet.replica_plan import plan_replicas
 from fleetgen.fleet.spawn import redact
 
 SEED_ARGS = [
