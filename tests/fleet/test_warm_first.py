@@ -10,10 +10,11 @@ from pathlib import Path
 
 from fleetgen.fleet import local
 from fleetgen.fleet.config import FleetConfig
-from fleetgen.fleet.devices import GpuInfo, gpu_kind
+from fleetgen.fleet.devices import gpu_kind
 from fleetgen.fleet.engines import ReplicaSpec, get_engine
 from fleetgen.fleet.launcher import warm_first
 from fleetgen.fleet.replica_plan import plan_replicas
+from fleetgen.gpu_info import GpuInfo
 
 
 def specs(tmp_path: Path, n: int) -> list[ReplicaSpec]:

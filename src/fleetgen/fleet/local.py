@@ -7,13 +7,14 @@ import sys
 from fleetgen.errors import ConfigError
 from fleetgen.fleet.backend import Devices, Launch, StartedReplica
 from fleetgen.fleet.config import FleetConfig
-from fleetgen.fleet.devices import cpu_shares, discover_gpus, gpu_groups, gpu_kind
+from fleetgen.fleet.devices import cpu_shares, gpu_groups, gpu_kind
 from fleetgen.fleet.logtail import LogFollower
 from fleetgen.fleet.net import endpoint_of
 from fleetgen.fleet.process import is_alive, stop_processes
 from fleetgen.fleet.spawn import describe, exit_of, spawn
 from fleetgen.fleet.state import FleetState, ReplicaState
 from fleetgen.fleet.usage import gpu_memory_of, memory_of
+from fleetgen.gpu_info import discover_gpus
 
 
 class LocalBackend:

@@ -12,7 +12,6 @@ import pytest
 
 from fleetgen.errors import EngineError
 from fleetgen.fleet.config import FleetConfig
-from fleetgen.fleet.devices import GpuInfo
 from fleetgen.fleet.engines import ReplicaSpec, get_engine
 from fleetgen.fleet.engines.sglang_versions import flag_notes, version_tuple
 from fleetgen.fleet.engines.sglang_validate import (
@@ -21,6 +20,7 @@ from fleetgen.fleet.engines.sglang_validate import (
 from fleetgen.fleet import local
 from fleetgen.fleet.replica_plan import plan_replicas
 from fleetgen.fleet.spawn import redact
+from fleetgen.gpu_info import GpuInfo
 
 SEED_ARGS = [
     "--reasoning-parser", "qwen3", "--attention-backend", "flashinfer", "--mem-fraction-static", "0.85",
