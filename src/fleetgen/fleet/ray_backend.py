@@ -161,12 +161,12 @@ class ReplicaServer:
         return len(stopped)
 
 
-async def _ask(ref: Any, timeout_s: float = ACTOR_CALL_TIMEOUT_S) -> Any:
+async def _ask(ref: Any) -> Any:
     """Await one actor call without holding up the event loop; TimeoutError when the node does not answer.
 
     Shielded: a timeout gives up waiting, and the call's own future still completes (cancelling it would not
     stop the actor, and Ray would then complete a cancelled future)."""
-    return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(ref.future())), timeout_s)
+    return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(ref.future())), ACTOR_CALL_TIMEOUT_S)
 
 
 class ActorLogFollower(LogFollower):
