@@ -10,7 +10,7 @@ from pathlib import Path
 from fleetgen.fleet.backend import Backend
 from fleetgen.fleet.config import FleetConfig
 from fleetgen.fleet.engines import ReplicaSpec, get_engine
-from fleetgen.fleet.sharing import given_share
+from fleetgen.fleet.engines.sharing import given_share
 from fleetgen.models import model_cache_dir, served_name_for
 
 

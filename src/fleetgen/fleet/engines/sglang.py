@@ -16,7 +16,7 @@ from fleetgen.fleet.engines.base import (
     Engine, FatalPattern, Metrics, Phase, ReplicaSpec, metric_totals, without_flag,
 )
 from fleetgen.fleet.engines.sglang_validate import validate_command_lines
-from fleetgen.fleet.sharing import given_share
+from fleetgen.fleet.engines.sharing import given_share
 
 _P = re.compile
 

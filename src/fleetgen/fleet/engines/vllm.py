@@ -7,7 +7,7 @@ import re
 from fleetgen.fleet.engines.base import (
     Engine, FatalPattern, Metrics, Phase, ReplicaSpec, metric_labels, metric_totals, without_flag,
 )
-from fleetgen.fleet.sharing import given_share
+from fleetgen.fleet.engines.sharing import given_share
 
 _P = re.compile
 
