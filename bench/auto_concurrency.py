@@ -56,7 +56,7 @@ from fleetgen.fleet import down, read_state  # noqa: E402
 from fleetgen.fleet.process import process_tree  # noqa: E402
 from fleetgen.fleet.engines.base import metric_labels  # noqa: E402
 from fleetgen.generate import GenerateConfig, Stats, run  # noqa: E402
-from fleetgen.generate.load_poll import engine_of_page  # noqa: E402
+from fleetgen.generate.dispatch.load_poll import engine_of_page  # noqa: E402
 
 
 def write_prompts(path: Path, n: int, tag: str) -> Path:

@@ -1,7 +1,7 @@
 """The token-id chain rate of multi-turn tool samples on the REAL engine, for two source trees.
 
 A turn "chains" when the prompt ids the server was fed extend the previous turn's prompt + sampled
-ids exactly (generate/token_ids.py `reuse` equals their length): the history re-sends what the
+ids exactly (generate/dispatch/answer_ids.py `reuse` equals their length): the history re-sends what the
 target saw and sampled, the exports write the conversation once, and the engine's prefix cache
 holds it. A history that drops a tool step's reasoning where the template renders it breaks the
 chain at every such step (issue 24, item 3).
@@ -68,7 +68,7 @@ def _row(i: int) -> dict:
 def chain_counts(rows: list[dict]) -> dict[str, int]:
     """Turns after a sample's first: how many chain; of those after a tool result, how many chain."""
     sys.path.insert(0, str(HERE.parent / "src"))
-    from fleetgen.generate.token_ids import recorded_turns
+    from fleetgen.rows.token_ids import recorded_turns
 
     out = {"samples": len(rows), "turns": 0, "later": 0, "chained": 0, "after_tool": 0, "after_tool_chained": 0,
            "with_reasoning": 0, "cut": sum(r.get("cut") is not None for r in rows)}

@@ -19,7 +19,7 @@
 3. stream: M prompt rows generated on the fly into /tmp (deleted afterwards); a child iterates the
    runner's own work iterator (read, normalize, duplicate-id check, done-set check) over all of
    them; rows/s and peak RSS.
-4. fence (`--fence-commits K`): the writer's lease check (generate/lease.py) before each commit. Arms
+4. fence (`--fence-commits K`): the writer's lease check (generate/journal/lease.py) before each commit. Arms
    alternate `--repeats` times, each K commits of `--fence-batch` rows into a fresh journal: "before"
    without a lease (as before leases existed), "after" with one; per-commit wall (median of the
    repeats) and their ratio, and the check alone timed over 100,000 calls.
@@ -63,9 +63,9 @@ def write_prompts(path: Path, n: int) -> None:
 
 
 def bench_write(outdir: Path, n: int, batch: int, snapshot_at: float = 0.0) -> dict:
-    from fleetgen.generate.journal import Journal
-    from fleetgen.generate.outcomes import Batch, Completed, record
-    from fleetgen.generate.stats import Stats
+    from fleetgen.generate.journal.directory import Journal
+    from fleetgen.generate.journal.outcomes import Batch, Completed, record
+    from fleetgen.generate.observe.stats import Stats
 
     journal, done = Journal.open(outdir, retry_errors=False)
     stats = Stats()
@@ -96,8 +96,9 @@ def bench_write(outdir: Path, n: int, batch: int, snapshot_at: float = 0.0) -> d
 
 def bench_fence(work: Path, commits: int, batch: int, repeats: int) -> dict:
     """Per-commit wall with and without the lease's fence check, alternating; and the check alone."""
-    from fleetgen.generate.journal import Journal, dumps_line
-    from fleetgen.generate.lease import Lease
+    from fleetgen.generate.journal.directory import Journal
+    from fleetgen.generate.journal.linekey import dumps_line
+    from fleetgen.generate.journal.lease import Lease
 
     line = dumps_line({"id": "row", "sample": 0, "messages": [{"role": "assistant", "content": ANSWER}]})
     lines = [line] * batch
@@ -128,7 +129,7 @@ def bench_fence(work: Path, commits: int, batch: int, repeats: int) -> dict:
 
 
 def child_resume(prompts: Path, outdir: Path, endpoint: str, arm: str) -> None:
-    import fleetgen.generate.journal as journal_mod
+    import fleetgen.generate.journal.directory as journal_mod
     import fleetgen.generate.runner as runner_mod
     from fleetgen.generate import GenerateConfig, generate
 
@@ -150,18 +151,22 @@ def child_resume(prompts: Path, outdir: Path, endpoint: str, arm: str) -> None:
     setattr(runner_mod, name, timed("fingerprint_s", getattr(runner_mod, name)))
     if hasattr(journal_mod.Journal, "save_done"):  # the done-set snapshot written at the run's end
         journal_mod.Journal.save_done = timed("snapshot_save_s", journal_mod.Journal.save_done)
-        real_snap = journal_mod._from_snapshot
+        try:  # where the done set is read back (older code: directory.py itself)
+            import fleetgen.generate.journal.loaddone as done_mod
+        except ImportError:
+            done_mod = journal_mod
+        real_snap = done_mod._from_snapshot
 
         def from_snapshot(*a, **kw):
             out = real_snap(*a, **kw)
             timings["done_snapshot_used"] = out is not None
             if out is None:
-                from fleetgen.generate import donefile
+                from fleetgen.generate.journal import donefile
                 timings["done_snapshot_refused"] = donefile.last_refusal
             return out
 
-        journal_mod._from_snapshot = from_snapshot
-    import fleetgen.generate.watermark as watermark_mod
+        done_mod._from_snapshot = from_snapshot
+    import fleetgen.generate.journal.checkpoint as watermark_mod
     if hasattr(watermark_mod, "claimsfile"):  # the sorted claims beside the checkpoint
         real_claims = watermark_mod.claimsfile.load
 
@@ -171,9 +176,11 @@ def child_resume(prompts: Path, outdir: Path, endpoint: str, arm: str) -> None:
             return out
 
         watermark_mod.claimsfile.load = claims_load
-    if hasattr(runner_mod, "Progress"):  # the resume checkpoint's load (not in older code)
-        real_progress = runner_mod.Progress.open.__func__
-        runner_mod.Progress.open = classmethod(timed("checkpoint_open_s", real_progress))
+    # The resume checkpoint's load (not in older code; named Progress before CheckpointProgress).
+    progress_cls = getattr(runner_mod, "CheckpointProgress", None) or getattr(runner_mod, "Progress", None)
+    if progress_cls is not None:
+        real_progress = progress_cls.open.__func__
+        progress_cls.open = classmethod(timed("checkpoint_open_s", real_progress))
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     cfg = GenerateConfig(prompts=prompts, output_dir=outdir, endpoints=[endpoint], model="null", max_tokens=2048)
     t0, c0 = time.monotonic(), time.process_time()
@@ -191,22 +198,17 @@ def _own_cpu() -> float:
 
 
 def child_stream(prompts: Path) -> None:
-    from fleetgen.generate.journal import DoneSet
-    from fleetgen.generate.runner import _Loop
-    from fleetgen.generate.stats import Stats
+    from fleetgen.rows.doneset import DoneSet
+    from fleetgen.generate.prompts.worklist import WorkList
+    from fleetgen.generate.observe.stats import Stats
 
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
-    class _Cfg:
-        samples = 1
-
-    loop = _Loop.__new__(_Loop)  # only the work iterator: no session, no writer
-    loop.config, loop.done, loop.stats, loop._remaining = _Cfg(), DoneSet(), Stats(), {}
-    loop.config.prompts = prompts
+    work = WorkList(prompts, 1, DoneSet(), Stats())
     t0 = time.monotonic()
     n = 0
-    for item, _sample in loop._work():
-        loop._remaining.pop(item.id, None)  # what a finished sample does
+    for item, _sample in work:
+        work.finished(item.id)  # what a finished sample does
         n += 1
     wall = time.monotonic() - t0
     print(json.dumps({"rows": n, "wall_s": wall, "rows_per_s": n / wall, "rss_before_mib": base / 1024,
@@ -216,8 +218,8 @@ def child_stream(prompts: Path) -> None:
 def _record_identity(prompts: Path, outdir: Path) -> None:
     """job.json as the runner writes it for this prompt file, model and sampling: the resume then matches."""
     from fleetgen.generate import GenerateConfig
-    from fleetgen.generate.journal import check_identity
-    from fleetgen.generate.records import fingerprint
+    from fleetgen.generate.journal.identity import check_identity
+    from fleetgen.generate.prompts.reader import fingerprint
 
     cfg = GenerateConfig(prompts=prompts, output_dir=outdir, endpoints=["http://127.0.0.1:1"], model="null", max_tokens=2048)
     fp, rows = fingerprint(prompts)
@@ -227,7 +229,7 @@ def _record_identity(prompts: Path, outdir: Path) -> None:
 
 def write_tiny(outdir: Path, rows: int, samples: int) -> None:
     """`rows` minimal result lines (id and sample only) through Journal.commit, so the key index is the real one."""
-    from fleetgen.generate.journal import Journal
+    from fleetgen.generate.journal.directory import Journal
 
     journal, _ = Journal.open(outdir, retry_errors=False)
     keys = ((i // samples, i % samples) for i in range(rows))
@@ -241,7 +243,7 @@ def write_tiny(outdir: Path, rows: int, samples: int) -> None:
 
 def child_doneset(outdir: Path) -> None:
     """Peak RSS and time of Journal.open (the key index read into the done set) on a directory of many rows."""
-    from fleetgen.generate.journal import Journal
+    from fleetgen.generate.journal.directory import Journal
 
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0, c0 = time.monotonic(), _own_cpu()
@@ -261,8 +263,7 @@ def _child(*args: str, src: Path | None = None) -> dict:
 
 def _without_last_frame(ckpt: Path) -> tuple[bytes, int]:
     """The checkpoint's bytes up to its last frame, and the watermark line of the frame before it."""
-    from fleetgen.generate import watermark as wm
-
+    from fleetgen.generate.journal import checkpoint as wm
     data = ckpt.read_bytes()
     pos, starts, lines = len(wm._MAGIC) + 32, [], []
     while pos < len(data):

@@ -19,7 +19,7 @@ import urllib.request
 
 from prometheus_client import generate_latest
 
-from fleetgen.generate.stats import LatencyHistogram, ReplicaStats, Stats
+from fleetgen.generate.observe.stats import LatencyHistogram, ReplicaStats, Stats
 from fleetgen.metrics import MetricsServer
 
 

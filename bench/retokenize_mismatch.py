@@ -29,7 +29,7 @@ from fleetgen.export.formats.base import RowRejected
 from fleetgen.export.formats.tokens import TokensFormat, load_tokenizer
 from fleetgen.export.results import iter_results
 from fleetgen.generate import GenerateConfig, generate
-from fleetgen.generate.token_ids import recorded_turns
+from fleetgen.rows.token_ids import recorded_turns
 
 ROOT = Path(__file__).resolve().parents[1]
 TOPICS = [

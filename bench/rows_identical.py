@@ -78,7 +78,7 @@ def _rows(src: str, prompts: Path, out: Path, endpoints: list[str], ignore: list
     for row in rows:
         row.pop("timing")
         row.pop("replica")
-        row.pop("job", None)  # the job identity's digest (generate/job_history.py): absent from trees before it
+        row.pop("job", None)  # the job identity's digest (rows/history.py): absent from trees before it
         for path in ignore:
             *parents, last = path.split(".")
             node = row

@@ -140,8 +140,8 @@ def choice_cost(sizes: tuple[int, ...] = (16, 156, 1000, 10000), window: int = 7
     from collections import deque
 
     from fleetgen.generate import GenerateConfig
-    from fleetgen.generate.dispatcher import Dispatcher
-    from fleetgen.generate.runner import _policy
+    from fleetgen.generate.dispatch.dispatcher import Dispatcher
+    from fleetgen.generate.dispatch.target import dispatch_policy as _policy
 
     policy = _policy(GenerateConfig(prompts=Path("p"), output_dir=Path("o"), endpoints=["http://127.0.0.1:1"]))
 

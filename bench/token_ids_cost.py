@@ -74,10 +74,11 @@ def run_client_arm(arm: str, src: Path, prompts: Path, ports: list[int], a: argp
 
 
 def journal_arm(with_ids: bool, n: int, answer_tokens: int, prompt_tokens: int, workdir: Path) -> dict:
-    from fleetgen.generate.journal import Journal, load_done
-    from fleetgen.generate.outcomes import Batch, Completed, record
-    from fleetgen.generate.stats import Stats
-    from fleetgen.generate.token_ids import TurnIds, TurnIdsLog
+    from fleetgen.generate.journal.directory import Journal
+    from fleetgen.generate.journal.loaddone import load_done
+    from fleetgen.generate.journal.outcomes import Batch, Completed, record
+    from fleetgen.generate.observe.stats import Stats
+    from fleetgen.rows.token_ids import TurnIds, TurnIdsLog
 
     answer = "".join(f" word{i % 50}" for i in range(answer_tokens - 1)).strip()
     ids = [(i * 7919) % (16000 if i % 5 else 150000) for i in range(answer_tokens + prompt_tokens)]

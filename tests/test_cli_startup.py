@@ -18,7 +18,7 @@ import pytest
 HEAVY = (
     "aiohttp", "psutil", "numpy", "pyarrow", "transformers", "torch", "datasketch", "scipy", "matplotlib",
     "uvloop", "rich.live", "rich.progress", "fleetgen.fleet.launcher", "fleetgen.fleet.status",
-    "fleetgen.generate.runner", "fleetgen.generate.journal", "fleetgen.doctor.run", "fleetgen.export.run",
+    "fleetgen.generate.runner", "fleetgen.generate.journal.directory", "fleetgen.doctor.run", "fleetgen.export.run",
     "fleetgen.mix.build", "fleetgen.run.pipeline",
 )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fleetgen.mix.adapters._chat import sharegpt_turns
-from fleetgen.records import SHAREGPT_ROLES, RecordError, text_of
+from fleetgen.rows.prompt import SHAREGPT_ROLES, RecordError, text_of
 
 # Every speaker the two separate maps knew before they were merged: dropping one breaks real files.
 OLD_GENERATE = {"system": "system", "human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",

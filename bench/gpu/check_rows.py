@@ -13,7 +13,7 @@ import glob
 import json
 import urllib.request
 
-from fleetgen.generate.token_ids import recorded_turns
+from fleetgen.rows.token_ids import recorded_turns
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from fleetgen.version import __version__
 
 # public name -> the module that defines it
 _EXPORTS = {
@@ -25,7 +25,7 @@ _EXPORTS = {
     "GenerateConfig": "fleetgen.generate",
     "MixRecipe": "fleetgen.mix",
     "build_mix": "fleetgen.mix",
-    "PromptRecord": "fleetgen.records",
+    "PromptRecord": "fleetgen.rows.prompt",
     "build_report": "fleetgen.report",
     "JobConfig": "fleetgen.run",
     "load_job": "fleetgen.run",
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from fleetgen.fleet import FleetConfig, down, fleet_status, up
     from fleetgen.generate import GenerateConfig
     from fleetgen.mix import MixRecipe, build_mix
-    from fleetgen.records import PromptRecord
+    from fleetgen.rows.prompt import PromptRecord
     from fleetgen.report import build_report
     from fleetgen.run import JobConfig, load_job, run_job
 

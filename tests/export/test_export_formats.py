@@ -10,7 +10,7 @@ import pytest
 import fleetgen.export as ex
 from fleetgen.errors import InputError
 from fleetgen.export import ExportConfig, export
-from fleetgen.generate.records import normalize
+from fleetgen.generate.prompts.reader import normalize
 
 from export_helpers import read_jsonl
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fleetgen.export.formats.token_rows import IdRow, chained_rows, rows_per_generation
-from fleetgen.generate.token_ids import TurnIds
+from fleetgen.rows.token_ids import TurnIds
 
 EOT, THINK_CLOSE = 2, 9
 

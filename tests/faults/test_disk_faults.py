@@ -23,7 +23,7 @@ from standin_server import StandinServer
 
 from fleetgen.errors import OutputError
 from fleetgen.generate import generate
-from fleetgen.generate.journal import Journal
+from fleetgen.generate.journal.directory import Journal
 
 N = 300
 IDS = [f"p{i}" for i in range(N)]

@@ -15,9 +15,9 @@ from faultkit import audit, cli, write_yaml
 from helpers import read_jsonl, write_prompts
 from standin_server import StandinServer
 
-from fleetgen.generate.conversation import derived_seed
-from fleetgen.generate.profiles import NOT_SAMPLING, SamplingProfile, assign
-from fleetgen.generate.warmup import WARMUP_PROMPT
+from fleetgen.generate.turns.conversation import derived_seed
+from fleetgen.generate.config.profiles import NOT_SAMPLING, SamplingProfile, assign
+from fleetgen.generate.dispatch.warmup import WARMUP_PROMPT
 
 N, SAMPLES, SEED = 300, 2, 11
 PROFILES = [
@@ -66,7 +66,7 @@ def test_profiles_survive_kill9_and_resume(tmp_path):
     sent = defaultdict(list)  # seed of (id, sample, turn 0) -> the sampling part of every request sent for it
     for b in server.bodies:
         if b["messages"][-1]["content"] == WARMUP_PROMPT:
-            continue  # each run's warm-up of the profiles' paths (generate/warmup.py), not a sample
+            continue  # each run's warm-up of the profiles' paths (generate/dispatch/warmup.py), not a sample
         sent[b["seed"]].append({k: v for k, v in b.items() if k not in NOT_SAMPLING})
     resent = [s for s, bodies in sent.items() if len(bodies) > 1]
     assert resent, "no sample was in flight at a kill: the test shows nothing"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from fleetgen.generate.auto_limit import LimitController, LimitPolicy, Reading
+from fleetgen.generate.dispatch.auto_limit import LimitController, LimitPolicy, Reading
 
 
 class FakeClock:

@@ -8,8 +8,8 @@ import random
 import pytest
 
 from fleetgen.errors import NoReplicaError
-from fleetgen.generate.client import Rejected, TransientError
-from fleetgen.generate.dispatcher import HEDGE_MIN_OBSERVED, Dispatcher, DispatchPolicy
+from fleetgen.generate.dispatch.client import Rejected, TransientError
+from fleetgen.generate.dispatch.dispatcher import HEDGE_MIN_OBSERVED, Dispatcher, DispatchPolicy
 
 
 def make(n=2, window=2, **kw) -> Dispatcher:
@@ -217,7 +217,7 @@ async def test_a_replacement_revives_a_fleet_that_was_all_down():
 
 @pytest.mark.parametrize("hedge", [False, True])
 async def test_retries_are_counted_and_answered_requests_observed_for_the_latency_histogram(hedge):
-    from fleetgen.generate.stats import Stats
+    from fleetgen.generate.observe.stats import Stats
 
     stats = Stats()
     policy = DispatchPolicy(backoff_base_s=0.001, backoff_max_s=0.01, hedge=hedge, prefix_affinity=False)

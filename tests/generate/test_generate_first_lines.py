@@ -1,6 +1,6 @@
 """The compact first-line index behind the duplicate-id check."""
 
-from fleetgen.generate.runner import FirstLines
+from fleetgen.generate.prompts.worklist import FirstLines
 
 
 def test_first_lines_matches_a_dict_through_growth():

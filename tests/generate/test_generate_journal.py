@@ -8,9 +8,13 @@ import orjson
 import pytest
 
 from fleetgen.errors import ResumeMismatchError
-from fleetgen.generate.journal import ERRORS, RESULTS, Journal, check_identity, dumps_line, load_done, repair
-from fleetgen.generate.outcomes import Batch, Completed, Failed, Skipped, record
-from fleetgen.generate.stats import Stats
+from fleetgen.generate.journal.directory import ERRORS, RESULTS, Journal
+from fleetgen.generate.journal.identity import check_identity
+from fleetgen.generate.journal.linekey import dumps_line
+from fleetgen.generate.journal.loaddone import load_done
+from fleetgen.generate.journal.torn import repair
+from fleetgen.generate.journal.outcomes import Batch, Completed, Failed, Skipped, record
+from fleetgen.generate.observe.stats import Stats
 
 
 def line(rid, sample, **kw):

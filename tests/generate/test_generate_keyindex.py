@@ -20,10 +20,13 @@ import numpy as np
 import orjson
 import pytest
 
-from fleetgen.generate import keyindex
-from fleetgen.generate.doneset import DoneSet, id_hash
-from fleetgen.generate.journal import ERRORS, RESULTS, Journal, dumps_line, load_done, repair
-from fleetgen.generate.keyindex import INDEX, read_index
+from fleetgen.generate.journal import keyindex
+from fleetgen.rows.doneset import DoneSet, id_hash
+from fleetgen.generate.journal.directory import ERRORS, RESULTS, Journal
+from fleetgen.generate.journal.linekey import dumps_line
+from fleetgen.generate.journal.loaddone import load_done
+from fleetgen.generate.journal.torn import repair
+from fleetgen.generate.journal.keyindex import INDEX, read_index
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -91,7 +94,8 @@ CHILD = textwrap.dedent(
     """
     import random, sys
     from pathlib import Path
-    from fleetgen.generate.journal import Journal, dumps_line
+    from fleetgen.generate.journal.directory import Journal
+    from fleetgen.generate.journal.linekey import dumps_line
     outdir, seed = Path(sys.argv[1]), int(sys.argv[2])
     rng = random.Random(seed)
     journal, _ = Journal.open(outdir, retry_errors=False)
@@ -138,7 +142,8 @@ def test_a_kill_between_the_results_write_and_the_index_write(tmp_path):
         """
         import os, sys
         from pathlib import Path
-        from fleetgen.generate.journal import Journal, dumps_line
+        from fleetgen.generate.journal.directory import Journal
+        from fleetgen.generate.journal.linekey import dumps_line
         journal, _ = Journal.open(Path(sys.argv[1]), retry_errors=False)
         journal.commit([dumps_line({"id": "a", "sample": 0, "messages": []})], [])
         Journal._index = lambda self, lines, start, end: os._exit(9)  # dies right after the fsync of the results
@@ -275,7 +280,7 @@ def test_bulk_insert_wraps_past_the_table_end():
 
 def test_chunked_rebuild_and_bulk_inserts_read_exactly_what_the_scan_reads(tmp_path, monkeypatch):
     """Small chunks, so a rebuild writes many frames and the done set takes many bulk inserts and grows."""
-    import fleetgen.generate.doneset as doneset_mod
+    import fleetgen.rows.doneset as doneset_mod
 
     monkeypatch.setattr(keyindex, "FRAME_KEYS", 7)
     monkeypatch.setattr(doneset_mod, "CHUNK", 11)

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from fleetgen.generate.records import BadRow, PromptRecord, fingerprint, normalize, read_prompts
-from fleetgen.records import RecordError
+from fleetgen.generate.prompts.reader import BadRow, PromptRecord, fingerprint, normalize, read_prompts
+from fleetgen.rows.prompt import RecordError
 
 
 def test_openai_row_keeps_tools_meta_and_tool_messages():

@@ -1,6 +1,6 @@
 """The resume's fast skip (a finished row skipped without normalizing it) must agree with the full path.
 
-Each test runs the same resume twice, with `_Loop.fast_skip` on and off (off is the code before
+Each test runs the same resume twice, with `WorkList.fast_skip` on and off (off is the code before
 the fast skip: every row normalized), and compares what comes out.
 """
 
@@ -15,13 +15,15 @@ from helpers import read_jsonl
 from standin_server import StandinServer
 
 from fleetgen.generate import GenerateConfig, generate
-from fleetgen.generate import runner as runner_mod
-from fleetgen.generate.journal import ERRORS, RESULTS, DoneSet, dumps_line
-from fleetgen.generate.records import normalize
-from fleetgen.generate.records import raw_id, surely_valid
-from fleetgen.generate.runner import _Loop
-from fleetgen.generate.stats import Stats
-from fleetgen.records import RecordError
+from fleetgen.generate.prompts import worklist as worklist_mod
+from fleetgen.generate.journal.directory import ERRORS, RESULTS
+from fleetgen.generate.journal.linekey import dumps_line
+from fleetgen.rows.doneset import DoneSet
+from fleetgen.generate.prompts.reader import normalize
+from fleetgen.generate.prompts.reader import raw_id, surely_valid
+from fleetgen.generate.prompts.worklist import WorkList
+from fleetgen.generate.observe.stats import Stats
+from fleetgen.rows.prompt import RecordError
 
 MISSING = object()
 
@@ -122,16 +124,10 @@ def test_fast_skip_on_typical_rows(row, rid):
 
 def _work(prompts, done: DoneSet, samples: int, *, fast: bool):
     """Everything the skip pass produces: yielded items, counters, samples in flight per id."""
-    loop = _Loop.__new__(_Loop)  # only the work iterator: no session, no writer
-
-    class Config:
-        pass
-
-    loop.config = Config()
-    loop.config.samples, loop.config.prompts = samples, prompts
-    loop.done, loop.stats, loop._remaining, loop.fast_skip = done, Stats(total=100 * samples), {}, fast
-    items = list(loop._work())
-    return items, loop.stats.resumed, loop._remaining
+    work = WorkList(prompts, samples, done, Stats(total=100 * samples))
+    work.fast_skip = fast
+    items = list(work)
+    return items, work.stats.resumed, work.remaining
 
 
 def _done_copy(done: DoneSet) -> DoneSet:
@@ -174,8 +170,8 @@ def test_fast_skip_does_not_normalize_finished_rows(tmp_path, monkeypatch):
     for i in range(40):
         done.add(f"p{i}", 0)
     normalized = []
-    real = runner_mod.prompt_of
-    monkeypatch.setattr(runner_mod, "prompt_of", lambda n, row: normalized.append(n) or real(n, row))
+    real = worklist_mod.prompt_of
+    monkeypatch.setattr(worklist_mod, "prompt_of", lambda n, row: normalized.append(n) or real(n, row))
     items, resumed, _ = _work(path, done, 1, fast=True)
     assert resumed == 40 and [p.id for p, _ in items] == [f"p{i}" for i in range(40, 50)]
     assert normalized == list(range(41, 51))  # only the rows still to do
@@ -227,7 +223,7 @@ def test_end_to_end_resume_writes_the_same_files_with_fast_skip_on_and_off(tmp_p
             outdir = tmp_path / f"fast-{fast}"
             shutil.copytree(tmp_path / "before", outdir)
             server.requests = 0  # the stand-in numbers its answers
-            monkeypatch.setattr(_Loop, "fast_skip", fast)
+            monkeypatch.setattr(WorkList, "fast_skip", fast)
             cfg = GenerateConfig(
                 prompts=prompts, output_dir=outdir, endpoints=[url], max_tokens=8, samples=2, concurrency=1,
                 hedge=False, commit_interval_s=0.0, force=True,  # force: job.json is not part of the prior state

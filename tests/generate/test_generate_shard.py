@@ -18,14 +18,15 @@ import orjson
 import pytest
 from helpers import keys_across_shards, read_jsonl, write_prompts
 
+import fleetgen.generate.prompts.worklist as worklist_mod
 import fleetgen.generate.runner as runner_mod
 from fleetgen.errors import ConfigError, ResumeMismatchError
 from fleetgen.export.results import iter_errors, iter_results
 from fleetgen.generate import GenerateConfig, generate
-from fleetgen.generate.doneset import DoneSet
-from fleetgen.generate.runner import _Loop
-from fleetgen.generate.shard import Shard
-from fleetgen.generate.stats import Stats
+from fleetgen.rows.doneset import DoneSet
+from fleetgen.generate.prompts.worklist import WorkList
+from fleetgen.generate.config.partition import Shard
+from fleetgen.generate.observe.stats import Stats
 from fleetgen.report.data import load_run
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -39,16 +40,9 @@ def test_shard_spec_is_checked():
 
 
 def _work(prompts: Path, samples: int, shard: Shard, done: DoneSet | None = None):
-    loop = _Loop.__new__(_Loop)  # only the work iterator
-
-    class Config:
-        pass
-
-    loop.config = Config()
-    loop.config.samples, loop.config.prompts = samples, prompts
-    loop.done, loop.stats, loop._remaining, loop.shard = done or DoneSet(), Stats(total=1000), {}, shard
-    items = [(i.id, i.sample, i.line) if hasattr(i, "reason") else (i[0].id, i[1], i[0].line) for i in loop._work()]
-    return items, loop.stats.resumed, loop.next_resumed
+    work = WorkList(prompts, samples, done or DoneSet(), Stats(total=1000), shard=shard)
+    items = [(i.id, i.sample, i.line) if hasattr(i, "reason") else (i[0].id, i[1], i[0].line) for i in work]
+    return items, work.stats.resumed, work.next_resumed
 
 
 def test_shards_split_the_work_of_the_whole_job_disjointly(tmp_path):
@@ -137,7 +131,7 @@ def test_a_resume_of_an_untouched_finished_output_reads_no_prompts(tmp_path, sta
     def no_prompts(*a, **kw):
         raise AssertionError("the prompt file was read")
 
-    monkeypatch.setattr(runner_mod, "iter_rows", no_prompts)
+    monkeypatch.setattr(worklist_mod, "iter_rows", no_prompts)
     assert generate(_cfg(prompts, out, standin), handle_signals=False).resumed == 62
     # Any write to the journal voids the mark: the run takes the normal path (and here finds a sample to redo).
     lines = (out / "results.jsonl").read_bytes().splitlines(keepends=True)

@@ -22,8 +22,9 @@ from standin_server import StandinServer
 from fleetgen.errors import ConfigError
 from fleetgen.export.results import iter_results
 from fleetgen.generate import GenerateConfig, generate
-from fleetgen.generate.runner import resolve_target
-from fleetgen.generate.shards import check_visible, shard_configs
+from fleetgen.generate.dispatch.target import resolve_target
+from fleetgen.generate.shards.run import shard_configs
+from fleetgen.generate.shards.outcome import check_visible
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -146,7 +147,7 @@ def test_ctrl_c_on_the_process_group_stops_each_shard_once_and_cleanly(tmp_path)
 
 def test_the_runner_follows_the_fleet_states_backend(tmp_path):
     from fleetgen.fleet.state import FleetState, ReplicaState, write_state
-    from fleetgen.generate.shards import choose_runner
+    from fleetgen.generate.shards.run import choose_runner
 
     replica = ReplicaState(index=0, endpoint="http://10.0.0.1:30000", pid=1, create_time=0.0, engine="vllm", model="m",
                            served_model_name="m", log_path="x.log", command=["serve"], effective_config={"model": "m"})

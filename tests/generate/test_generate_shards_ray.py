@@ -126,10 +126,10 @@ def test_a_shard_retried_while_its_old_attempt_still_runs_waits_for_it_and_rows_
     from fleetgen.errors import LeaseHeldError
     from fleetgen.fleet.ray_backend import connect
     from fleetgen.generate import generate
-    from fleetgen.generate.lease import lease_name
-    from fleetgen.generate.ray_shards import shard_task
-    from fleetgen.generate.shard import Shard
-    from fleetgen.generate.shards import MARKER_PREFIX
+    from fleetgen.generate.journal.lease import lease_name
+    from fleetgen.generate.shards.ray_tasks import shard_task
+    from fleetgen.generate.config.partition import Shard
+    from fleetgen.generate.shards.run import MARKER_PREFIX
 
     n, window = 40, 2
     server = StandinServer(hold_first=window)

@@ -24,15 +24,21 @@ import pytest
 from helpers import assert_exactly_once, read_jsonl, write_prompts
 from standin_server import StandinServer
 
-from fleetgen.generate import claimsfile, donefile, watermark
-from fleetgen.generate.doneset import id_hash
-from fleetgen.generate.journal import Journal, journal_names, load_done
-from fleetgen.generate.outcomes import Batch, Completed, Failed, record
-from fleetgen.generate.records import fingerprint
-from fleetgen.generate.runner import _Loop
-from fleetgen.generate.shard import Shard
-from fleetgen.generate.stats import Stats
-from fleetgen.generate.watermark import Progress, checkpoint_name, job_digest, read_checkpoint
+from fleetgen.generate.journal import claimsfile
+
+from fleetgen.generate.journal import donefile
+
+from fleetgen.generate.journal import checkpoint as watermark
+from fleetgen.rows.doneset import id_hash
+from fleetgen.generate.journal.directory import Journal
+from fleetgen.generate.journal.loaddone import load_done
+from fleetgen.rows.files import journal_names
+from fleetgen.generate.journal.outcomes import Batch, Completed, Failed, record
+from fleetgen.generate.prompts.reader import fingerprint
+from fleetgen.generate.prompts.worklist import WorkList
+from fleetgen.generate.config.partition import Shard
+from fleetgen.generate.observe.stats import Stats
+from fleetgen.generate.journal.checkpoint import CheckpointProgress, checkpoint_name, job_digest, read_checkpoint
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -79,23 +85,14 @@ def digest(prompts: Path, samples: int, shard: Shard, outdir: Path) -> bytes:
     return job_digest(identity, samples, (shard.index, shard.count))
 
 
-def open_progress(outdir: Path, prompts: Path, samples: int, shard: Shard, done, journal: Journal) -> Progress:
+def open_progress(outdir: Path, prompts: Path, samples: int, shard: Shard, done, journal: Journal) -> CheckpointProgress:
     paths = tuple(outdir / n for n in journal_names(shard.suffix)[:2])
-    return Progress.open(outdir, shard.suffix, digest(prompts, samples, shard, outdir), done, samples, paths,
+    return CheckpointProgress.open(outdir, shard.suffix, digest(prompts, samples, shard, outdir), done, samples, paths,
                          lambda: journal.ends)
 
 
-def make_loop(prompts: Path, done, samples: int, shard: Shard, progress: Progress | None) -> _Loop:
-    loop = _Loop.__new__(_Loop)  # only the work iterator: no session, no writer
-
-    class Config:
-        pass
-
-    loop.config = Config()
-    loop.config.samples, loop.config.prompts = samples, prompts
-    loop.done, loop.stats, loop._remaining = done, Stats(total=rows_of(prompts) * samples), {}
-    loop.shard, loop.progress, loop.next_resumed = shard, progress, 0
-    return loop
+def make_loop(prompts: Path, done, samples: int, shard: Shard, progress: CheckpointProgress | None) -> WorkList:
+    return WorkList(prompts, samples, done, Stats(total=rows_of(prompts) * samples), shard=shard, progress=progress)
 
 
 def play(prompts: Path, outdir: Path, samples: int, shard: Shard, rng: random.Random, *, steps: int | None,
@@ -114,7 +111,7 @@ def play(prompts: Path, outdir: Path, samples: int, shard: Shard, rng: random.Ra
     journal._snapshot_due = lambda: rng.random() < snapshots
     progress = open_progress(outdir, prompts, samples, shard, done, journal)
     loop = make_loop(prompts, done, samples, shard, progress)
-    work, inflight, exhausted, step = loop._work(), [], False, 0
+    work, inflight, exhausted, step = iter(loop), [], False, 0
     while steps is None or step < steps:
         step += 1
         for _ in range(0 if exhausted else rng.randint(0, 5)):
@@ -145,7 +142,7 @@ def play(prompts: Path, outdir: Path, samples: int, shard: Shard, rng: random.Ra
                 check()
     if steps is None or graceful:
         progress.close()
-        journal.save_done(if_changed=True)  # what _Loop.run does after a run's writer ended without an error
+        journal.save_done(if_changed=True)  # what the run loop does after a run's writer ended without an error
     elif progress._fd is not None:
         os.close(progress._fd)  # killed: nothing more is written
     journal.close()
@@ -161,11 +158,11 @@ def resume_view(prompts: Path, outdir: Path, samples: int, shard: Shard, tmp: Pa
     journal, done = Journal.open(copy, retry_errors=False, suffix=shard.suffix)
     progress = open_progress(copy, prompts, samples, shard, done, journal) if checkpoint else None
     loop = make_loop(prompts, done, samples, shard, progress)
-    items = [(i[0].id, i[0].line, i[0].messages, i[1]) if isinstance(i, tuple) else i for i in loop._work()]
+    items = [(i[0].id, i[0].line, i[0].messages, i[1]) if isinstance(i, tuple) else i for i in iter(loop)]
     journal.close()
     start = progress.start.line if progress is not None and progress.start is not None else 1
     shutil.rmtree(copy)
-    return (items, loop.stats.resumed, loop.next_resumed, loop._remaining), start
+    return (items, loop.stats.resumed, loop.next_resumed, loop.remaining), start
 
 
 def frames_end(outdir: Path, prompts: Path, samples: int, shard: Shard) -> int:
@@ -347,7 +344,7 @@ def test_the_watermark_never_passes_a_row_that_is_not_on_disk(tmp_path):
             journal, done = Journal.open(copy, retry_errors=False, suffix=shard.suffix)
             journal.close()
             loop = make_loop(head, done, samples, shard, None)
-            assert list(loop._work()) == [], f"case {case}: rows before line {end} are not all on disk"
+            assert list(iter(loop)) == [], f"case {case}: rows before line {end} are not all on disk"
             loaded = read_checkpoint(outdir / checkpoint_name(shard.suffix), digest(prompts, samples, shard, outdir))
             assert loaded is None or loaded.fields is None or loaded.fields[4] == loop.stats.resumed  # the count
             shutil.rmtree(copy)
@@ -365,17 +362,17 @@ def test_a_kill_between_the_journal_write_and_the_checkpoint_write(tmp_path):
         from pathlib import Path
         sys.path.insert(0, sys.argv[3])
         import test_generate_watermark as t
-        from fleetgen.generate import watermark
-        from fleetgen.generate.shard import Shard
+        from fleetgen.generate.journal import checkpoint as watermark
+        from fleetgen.generate.config.partition import Shard
         import random
         calls = []
-        real = watermark.Progress.advance
+        real = watermark.CheckpointProgress.advance
         def advance(self):
             calls.append(1)
             if len(calls) == 4:
                 os._exit(9)  # the journal's fsync is done, the frame is not written
             real(self)
-        watermark.Progress.advance = advance
+        watermark.CheckpointProgress.advance = advance
         t.play(Path(sys.argv[1]), Path(sys.argv[2]), 2, Shard(), random.Random(1), steps=None)
         """
     )
@@ -567,7 +564,7 @@ CHILD = textwrap.dedent(
     import sys
     from pathlib import Path
     from fleetgen.generate import GenerateConfig, generate
-    from fleetgen.generate.journal import Journal
+    from fleetgen.generate.journal.directory import Journal
     Journal.snapshot_every_s = 0.0  # a done-set snapshot after (nearly) every commit, so kills meet them too
     prompts, outdir, url = sys.argv[1:4]
     cfg = GenerateConfig(prompts=Path(prompts), output_dir=Path(outdir), endpoints=[url], max_tokens=4, samples=2,
@@ -575,6 +572,13 @@ CHILD = textwrap.dedent(
     generate(cfg, handle_signals=False)
     """
 )
+
+
+def _lines(path: Path) -> int:
+    try:
+        return path.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
 
 
 def test_generate_killed_at_random_resumes_from_the_checkpoint_exactly_once(tmp_path):
@@ -593,7 +597,12 @@ def test_generate_killed_at_random_resumes_from_the_checkpoint_exactly_once(tmp_
         for _ in range(5):
             child = subprocess.Popen([sys.executable, "-c", CHILD, str(prompts), str(outdir), url], env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(rng.uniform(1.0, 2.0))
+            # Killed once it wrote a random number of new rows, however fast the machine: a kill at a fixed
+            # time met a run that had committed nothing yet on a loaded machine.
+            target = _lines(outdir / "results.jsonl") + rng.randint(40, 160)
+            deadline = time.monotonic() + 300
+            while _lines(outdir / "results.jsonl") < target and child.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.01)
             child.send_signal(signal.SIGKILL)
             child.wait()
             if (outdir / "results.jsonl").exists():

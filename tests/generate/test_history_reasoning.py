@@ -1,4 +1,4 @@
-"""Earlier reasoning in the history (generate/history_reasoning.py): decided from the target's template, sent as sampled.
+"""Earlier reasoning in the history (generate/turns/history_reasoning.py): decided from the target's template, sent as sampled.
 
 The end-to-end test plays a Qwen3-style target with a STAND-IN server (tests/generate/standin_server.py):
 no real engine here thinks on cue. The stand-in renders each request with the Qwen3-style fixture
@@ -18,8 +18,8 @@ from helpers import read_jsonl
 from standin_server import StandinServer
 
 from fleetgen.generate import GenerateConfig, generate
-from fleetgen.generate.history_reasoning import decide, renders_history_reasoning
-from fleetgen.generate.token_ids import recorded_turns
+from fleetgen.generate.turns.history_reasoning import decide, renders_history_reasoning
+from fleetgen.rows.token_ids import recorded_turns
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "fixtures" / "templates"
 QWEN3 = TEMPLATES / "qwen3_style.jinja"

@@ -23,8 +23,9 @@ from standin_server import StandinServer
 
 from fleetgen.errors import LeaseHeldError, LeaseLostError
 from fleetgen.generate import GenerateConfig, generate
-from fleetgen.generate.journal import Journal, dumps_line
-from fleetgen.generate.lease import Lease, lease_name
+from fleetgen.generate.journal.directory import Journal
+from fleetgen.generate.journal.linekey import dumps_line
+from fleetgen.generate.journal.lease import Lease, lease_name
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 

@@ -13,9 +13,9 @@ from pathlib import Path
 from aiohttp import web
 
 from fleetgen.fleet.engines import get_engine
-from fleetgen.generate.auto_limit import LimitPolicy
-from fleetgen.generate.dispatcher import Dispatcher, DispatchPolicy
-from fleetgen.generate.load_poll import LoadPoller, _Source, engine_of_page
+from fleetgen.generate.dispatch.auto_limit import LimitPolicy
+from fleetgen.generate.dispatch.dispatcher import Dispatcher, DispatchPolicy
+from fleetgen.generate.dispatch.load_poll import LoadPoller, _Source, engine_of_page
 
 ROOT = Path(__file__).resolve().parents[2]
 SGLANG_PAGE = (ROOT / "tests/fleet/sglang/fixtures/h200-metrics.txt").read_text()

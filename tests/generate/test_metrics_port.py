@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from fleetgen.errors import ConfigError
 from fleetgen.generate import GenerateConfig, Stats
-from fleetgen.generate.stats import ReplicaStats
+from fleetgen.generate.observe.stats import ReplicaStats
 from fleetgen.metrics import ALL, MetricsServer, safe_endpoint
 from fleetgen.metrics.catalog import exposed_names
 

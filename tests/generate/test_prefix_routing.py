@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import random
 
-from fleetgen.generate.dispatcher import Dispatcher, DispatchPolicy
-from fleetgen.generate.prefix_map import BLOCK_CHARS, MIN_BLOCKS, PrefixMap, prefix_blocks
+from fleetgen.generate.dispatch.dispatcher import Dispatcher, DispatchPolicy
+from fleetgen.generate.dispatch.prefix_map import BLOCK_CHARS, MIN_BLOCKS, PrefixMap, prefix_blocks
 
 TOOLS = [{"type": "function", "function": {"name": f"tool_{i}", "description": "does a thing " * 20,
                                            "parameters": {"type": "object", "properties": {"x": {"type": "string"}}}}}

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from fleetgen.generate import stamp
-from fleetgen.generate.stamp import STAMP, stamped_fingerprint
+from fleetgen.generate.prompts import stamp
+from fleetgen.generate.prompts.stamp import STAMP, stamped_fingerprint
 
 
 @pytest.fixture

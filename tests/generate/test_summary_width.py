@@ -13,7 +13,7 @@ from rich.console import Console
 
 from fleetgen.cli import generate as cli_generate
 from fleetgen.generate import Stats
-from fleetgen.generate.stats import ReplicaStats
+from fleetgen.generate.observe.stats import ReplicaStats
 
 
 def _stats() -> Stats:

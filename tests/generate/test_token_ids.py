@@ -7,7 +7,8 @@ from helpers import read_jsonl, write_prompts
 from standin_server import StandinServer
 
 from fleetgen.generate import GenerateConfig, generate
-from fleetgen.generate.token_ids import REQUEST_FIELDS, TurnIds, TurnIdsLog, pack, read_ids, recorded_turns, unpack
+from fleetgen.generate.dispatch.answer_ids import REQUEST_FIELDS, read_ids
+from fleetgen.rows.token_ids import TurnIds, TurnIdsLog, pack, recorded_turns, unpack
 
 
 def test_pack_round_trips_ids_and_falls_back_to_a_list_for_ids_past_24_bits():

@@ -19,7 +19,7 @@ from helpers import read_jsonl
 from fleetgen.export import ExportConfig, export, load_tokenizer
 from fleetgen.fleet import FleetState
 from fleetgen.generate import GenerateConfig, generate
-from fleetgen.generate.token_ids import TurnIds, TurnIdsLog, recorded_turns
+from fleetgen.rows.token_ids import TurnIds, TurnIdsLog, recorded_turns
 
 pytestmark = pytest.mark.engine
 

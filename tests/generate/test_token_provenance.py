@@ -22,7 +22,7 @@ from standin_server import StandinServer
 from fleetgen.errors import MissingTokenIdsError
 from fleetgen.export import ExportConfig, export
 from fleetgen.generate import GenerateConfig, generate
-from fleetgen.generate.shard import merge_stats
+from fleetgen.rows.stats_file import merge_stats
 from fleetgen.report import build_report
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -33,7 +33,7 @@ FINISHED = ["stop", "length"]
 def _every_third(body: dict) -> bool:
     """Prompts p0, p3, ...: the stand-in answers them with one id more than its usage counts."""
     text = body["messages"][0]["content"]
-    if "(" not in text:  # the warm-up request (generate/warmup.py) is no prompt of the job
+    if "(" not in text:  # the warm-up request (generate/dispatch/warmup.py) is no prompt of the job
         return False
     return int(text.rsplit("(", 1)[1].rstrip(")")) % 3 == 0
 

@@ -1,10 +1,10 @@
-"""The coherence rule of tool turns (generate/tool_turns.py), case by case, without a server."""
+"""The coherence rule of tool turns (generate/turns/tool_turns.py), case by case, without a server."""
 
 from __future__ import annotations
 
 import json
 
-from fleetgen.generate.tool_turns import answered_call, call_arguments, follow_up
+from fleetgen.generate.turns.tool_turns import answered_call, call_arguments, follow_up
 
 
 def call(name, args, cid=None):

@@ -17,7 +17,7 @@ from real_fleet import has_tool_parser
 
 from fleetgen.export import ExportConfig, export
 from fleetgen.generate import GenerateConfig, generate
-from fleetgen.generate.tool_turns import call_arguments, call_name
+from fleetgen.generate.turns.tool_turns import call_arguments, call_name
 
 pytestmark = pytest.mark.engine
 

@@ -18,7 +18,7 @@ from standin_server import StandinServer
 
 from fleetgen.export import ExportConfig, export
 from fleetgen.generate import GenerateConfig, generate
-from fleetgen.generate.tool_turns import call_arguments, call_name
+from fleetgen.generate.turns.tool_turns import call_arguments, call_name
 
 TOOLS = [
     {"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
@@ -67,7 +67,7 @@ def target(body):
         return None
     scenario = body["messages"][0]["content"].split("]")[0].lstrip("[")
     if scenario not in SCENARIOS:
-        return None  # generate's warm-up request (generate/warmup.py): plain text
+        return None  # generate's warm-up request (generate/dispatch/warmup.py): plain text
     calls = SCENARIOS[scenario][1]
     if calls is None:
         return {"content": "I think it is sunny."}

@@ -1,4 +1,4 @@
-"""The warm-up gate (generate/warmup.py): each replica compiles the job's sampling paths before it takes work.
+"""The warm-up gate (generate/dispatch/warmup.py): each replica compiles the job's sampling paths before it takes work.
 
 Shown on a STAND-IN server (tests/generate/standin_server.py, `first_use_stall_s`): it plays SGLang's
 first-use kernel JIT, stalling every request while a path "compiles", and records for each request
@@ -17,9 +17,9 @@ from standin_server import StandinServer, standin_path
 
 from fleetgen.errors import NoReplicaError
 from fleetgen.generate import GenerateConfig, SamplingProfile, generate
-from fleetgen.generate import client
-from fleetgen.generate.dispatcher import Dispatcher, DispatchPolicy
-from fleetgen.generate.warmup import WARMUP_PROMPT, Warmup, sampling_paths
+from fleetgen.generate.dispatch import client
+from fleetgen.generate.dispatch.dispatcher import Dispatcher, DispatchPolicy
+from fleetgen.generate.dispatch.warmup import WARMUP_PROMPT, Warmup, sampling_paths
 
 PROFILES = [
     {"name": "greedy", "temperature": 0.0},

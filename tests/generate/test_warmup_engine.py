@@ -15,7 +15,7 @@ from helpers import assert_exactly_once, write_prompts
 
 from fleetgen.fleet.engines.base import metric_totals
 from fleetgen.generate import GenerateConfig, generate
-from fleetgen.generate.warmup import sampling_paths
+from fleetgen.generate.dispatch.warmup import sampling_paths
 
 pytestmark = pytest.mark.engine
 

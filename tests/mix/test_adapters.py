@@ -10,7 +10,7 @@ from fleetgen.errors import ConfigError
 from fleetgen.mix.adapters import ADAPTERS, get_adapter
 from fleetgen.mix.build import make_record
 from fleetgen.mix.recipe import SourceSpec
-from fleetgen.records import RecordError, validate_prompt_record
+from fleetgen.rows.prompt import RecordError, validate_prompt_record
 from fleetgen.mix.sources import BadLine, RowSource
 
 

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from fleetgen.cli.app import app
 from fleetgen.errors import ConfigError
-from fleetgen.generate.stats import Stats
+from fleetgen.generate.observe.stats import Stats
 from fleetgen.run import load_job
 from fleetgen.run.job_plan import plan_job, read_warmup
 

@@ -80,7 +80,7 @@ def cmd_up(
         where = f"  node {r.node}  actor {r.actor}" if r.actor else ""
         console.print(f"replica {r.index}: {r.endpoint}  pid {r.pid}{where}  log {r.log_path}")
     console.print(f"[green]fleet ready[/]: {len(fleet.replicas)} replica(s) of {fleet.served_model_name}; state in {cfg.state_dir}")
-    from fleetgen.generate.paths import fleet_paths
+    from fleetgen.generate.turns.paths import fleet_paths
 
     key = cfg.api_key.get_secret_value() if cfg.api_key else None
     console.print(f"generation path: {asyncio.run(fleet_paths(fleet.endpoints, fleet.served_model_name, key))}")

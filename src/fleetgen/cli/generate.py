@@ -18,8 +18,8 @@ from fleetgen.config import validate
 from fleetgen.errors import ConfigError
 # Only the config and two light modules at module level: the runner (aiohttp, the journal) loads when the command runs.
 from fleetgen.generate.config import GenerateConfig
-from fleetgen.generate.stats import describe_silence
-from fleetgen.generate.token_ids import MISSING
+from fleetgen.rows.stats_file import describe_silence
+from fleetgen.rows.token_ids import MISSING
 
 if TYPE_CHECKING:
     from fleetgen.generate import ShardedRun, Stats

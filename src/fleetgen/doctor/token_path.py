@@ -1,6 +1,6 @@
 """Which path `generate` will take for exact token ids, expected from the engine's version.
 
-`up` and `generate` decide by what each server answers (generate/paths.py); the doctor, with no server
+`up` and `generate` decide by what each server answers (generate/turns/paths.py); the doctor, with no server
 running, says what to expect and why, so a user sees before a run whether rows will carry the target's ids.
 """
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Any
 
-from fleetgen.generate.token_ids import recorded_turns
+from fleetgen.rows.token_ids import recorded_turns
 
 
 @dataclass

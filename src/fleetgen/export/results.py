@@ -10,7 +10,8 @@ from typing import Any
 import orjson
 
 from fleetgen.errors import InputError
-from fleetgen.generate.doneset import DoneSet
+from fleetgen.rows.doneset import DoneSet
+from fleetgen.rows.result import ErrorRow, ResultRow
 
 THINK_MARKERS = ("<think>", "</think>")
 
@@ -35,7 +36,7 @@ def result_files(outdir: Path) -> list[Path]:
     return files
 
 
-def iter_results(outdir: Path, counts: ReadCounts | None = None) -> Iterator[dict[str, Any]]:
+def iter_results(outdir: Path, counts: ReadCounts | None = None) -> Iterator[ResultRow]:
     """Every result record once; a torn or corrupt line is counted and skipped, never fatal."""
     counts = counts if counts is not None else ReadCounts()
     # The (id, sample) pairs seen, in generate's done set (32-64 bytes an id, whatever its length):
@@ -85,7 +86,7 @@ def _expected_rows(files: list[Path], sample_bytes: int = 1 << 18) -> int:
 
 def error_files(outdir: Path) -> list[Path]:
     """errors.jsonl and each shard's errors.shard-i-of-N.jsonl (archived errors*.retried-N.jsonl were retried: not these)."""
-    from fleetgen.generate.shard import ERROR_FILES
+    from fleetgen.rows.files import ERROR_FILES
 
     outdir = Path(outdir)
     if not outdir.is_dir():
@@ -93,7 +94,7 @@ def error_files(outdir: Path) -> list[Path]:
     return sorted((p for p in outdir.iterdir() if ERROR_FILES.match(p.name)), key=lambda p: (p.name != "errors.jsonl", p.name))
 
 
-def iter_errors(outdir: Path) -> Iterator[dict[str, Any]]:
+def iter_errors(outdir: Path) -> Iterator[ErrorRow]:
     """Records of errors.jsonl, and of every shard's errors file: one output, however many processes wrote it."""
     for path in error_files(outdir):
         with open(path, "rb") as f:
@@ -108,7 +109,7 @@ def iter_errors(outdir: Path) -> Iterator[dict[str, Any]]:
 def job_reasoning(outdir: Path) -> str | None:
     """The reasoning policy job.json records for the run (save/strip/off); None when it cannot say.
 
-    Rows record it in their own `sampling` (generate/profiles.py row_sampling); rows of runs with
+    Rows record it in their own `sampling` (generate/config/profiles.py row_sampling); rows of runs with
     sampling profiles written before that did not, and are read with this one.
     """
     try:

@@ -8,36 +8,37 @@ from fleetgen._lazy import lazy_exports
 
 # public name -> the module defining it; loaded on first use (see fleetgen._lazy)
 _EXPORTS = {
-    "BadRow": "fleetgen.generate.records",
-    "Completed": "fleetgen.generate.outcomes",
-    "Failed": "fleetgen.generate.outcomes",
+    "BadRow": "fleetgen.generate.prompts.reader",
+    "Completed": "fleetgen.generate.journal.outcomes",
+    "Failed": "fleetgen.generate.journal.outcomes",
     "GenerateConfig": "fleetgen.generate.config",
-    "Outcome": "fleetgen.generate.outcomes",
-    "PromptRecord": "fleetgen.generate.records",
-    "ReplicaStats": "fleetgen.generate.stats",
-    "SamplingProfile": "fleetgen.generate.profiles",
-    "ShardDone": "fleetgen.generate.shards",
-    "ShardFailed": "fleetgen.generate.shards",
-    "ShardOutcome": "fleetgen.generate.shards",
-    "ShardedRun": "fleetgen.generate.shards",
-    "Skipped": "fleetgen.generate.outcomes",
-    "Stats": "fleetgen.generate.stats",
+    "Outcome": "fleetgen.generate.journal.outcomes",
+    "PromptRecord": "fleetgen.generate.prompts.reader",
+    "ReplicaStats": "fleetgen.generate.observe.stats",
+    "SamplingProfile": "fleetgen.generate.config.profiles",
+    "ShardDone": "fleetgen.generate.shards.outcome",
+    "ShardFailed": "fleetgen.generate.shards.outcome",
+    "ShardOutcome": "fleetgen.generate.shards.outcome",
+    "ShardedRun": "fleetgen.generate.shards.run",
+    "Skipped": "fleetgen.generate.journal.outcomes",
+    "Stats": "fleetgen.generate.observe.stats",
     "generate": "fleetgen.generate.runner",
-    "normalize": "fleetgen.generate.records",
-    "read_prompts": "fleetgen.generate.records",
+    "normalize": "fleetgen.generate.prompts.reader",
+    "read_prompts": "fleetgen.generate.prompts.reader",
     "run": "fleetgen.generate.runner",
-    "run_shards": "fleetgen.generate.shards",
+    "run_shards": "fleetgen.generate.shards.run",
 }
 
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
     from fleetgen.generate.config import GenerateConfig
-    from fleetgen.generate.outcomes import Completed, Failed, Outcome, Skipped
-    from fleetgen.generate.profiles import SamplingProfile
-    from fleetgen.generate.records import BadRow, PromptRecord, normalize, read_prompts
+    from fleetgen.generate.journal.outcomes import Completed, Failed, Outcome, Skipped
+    from fleetgen.generate.config.profiles import SamplingProfile
+    from fleetgen.generate.prompts.reader import BadRow, PromptRecord, normalize, read_prompts
     from fleetgen.generate.runner import generate, run
-    from fleetgen.generate.shards import ShardDone, ShardedRun, ShardFailed, ShardOutcome, run_shards
-    from fleetgen.generate.stats import ReplicaStats, Stats
+    from fleetgen.generate.shards.run import ShardedRun, run_shards
+    from fleetgen.generate.shards.outcome import ShardDone, ShardFailed, ShardOutcome
+    from fleetgen.generate.observe.stats import ReplicaStats, Stats
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -2,9 +2,9 @@
 
 A request's objects (aiohttp's request and response, the message dicts, the futures) are freed by
 reference counting; almost none are in cycles. Yet with the default thresholds (700, 10, 10) the
-collector ran ~2,600 times in 20,000 requests at 8 x 64 in flight and walked every live object,
-the start-up's too (modules, config, the done set's bookkeeping): ~60 us of CPU per request against
-the null server, about a quarter of the client's work (BENCHMARKS.md, "client at the limit"). While
+collector runs thousands of times in a job and walks every live object each time, the start-up's
+too (modules, config, the done set's bookkeeping): a large share of the client's own CPU per
+request (measured in BENCHMARKS.md, "client at the limit"). While
 the run loop drives requests, what exists at its start is frozen out of collections (`gc.freeze`)
 and the young generation is collected every 50,000 allocations instead of 700. Cycles are
 still collected, only less often.

@@ -3,87 +3,50 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
 import time
 import traceback
-from array import array
 from collections import deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import orjson
 
 from fleetgen.errors import ConfigError, MissingTokenIdsError, NoReplicaError, OutputError
-from fleetgen.fleet.state import read_state
-from fleetgen.generate import client
-from fleetgen.generate.auto_limit import LimitPolicy
 from fleetgen.generate.config import GenerateConfig
-from fleetgen.generate.conversation import Session, regenerate
-from fleetgen.generate.dispatcher import Dispatcher, DispatchPolicy
-from fleetgen.generate.doneset import id_hash
-from fleetgen.generate.fleet_watch import follow_fleet
+from fleetgen.generate.config.partition import Shard
+from fleetgen.generate.dispatch import client
+from fleetgen.generate.dispatch.auto_limit import LimitPolicy
+from fleetgen.generate.dispatch.dispatcher import Dispatcher
+from fleetgen.generate.dispatch.fleet_follow import follow_fleet
+from fleetgen.generate.dispatch.load_poll import LoadPoller
+from fleetgen.generate.dispatch.target import check_endpoints, dispatch_policy, resolve_target
+from fleetgen.generate.dispatch.warmup import Warmup
 from fleetgen.generate.gc_tuning import fewer_collections
-from fleetgen.generate.history_reasoning import decide as decide_history_reasoning
-from fleetgen.generate.complete import mark_complete, read_complete
-from fleetgen.generate.load_poll import LoadPoller
-from fleetgen.generate.journal import DoneSet, Journal, check_identity, journal_names, write_atomic
-from fleetgen.generate.lease import Lease
-from fleetgen.generate.paths import choose_all, describe, job_bodies
-from fleetgen.generate.outcomes import Batch, Failed, Outcome, Skipped, record
-from fleetgen.generate.records import (
-    BadRow, PromptRecord, fingerprint, is_parquet, iter_rows, iter_rows_at, prompt_of, raw_id, surely_valid,
-)
-from fleetgen.generate.shard import Shard
-from fleetgen.generate.stats import Clock, Stats
-from fleetgen.generate.warmup import Warmup
-from fleetgen.generate.watch import JobWatch
-from fleetgen.generate.watermark import Progress, job_digest
-from fleetgen.generate.stamp import stamped_fingerprint
-from fleetgen.generate.writer import Writer
+from fleetgen.generate.journal.checkpoint import CheckpointProgress, job_digest
+from fleetgen.generate.journal.complete import mark_complete, read_complete
+from fleetgen.generate.journal.directory import Journal
+from fleetgen.generate.journal.identity import check_identity
+from fleetgen.generate.journal.lease import Lease
+from fleetgen.generate.journal.outcomes import Failed, Outcome
+from fleetgen.generate.journal.outdir import write_atomic
+from fleetgen.generate.journal.writer import Writer
+from fleetgen.generate.observe.stats import Clock, Stats
+from fleetgen.generate.observe.watch import JobWatch
+from fleetgen.generate.prompts.reader import PromptRecord, is_parquet
+from fleetgen.generate.prompts.stamp import stamped_fingerprint
+from fleetgen.generate.prompts.worklist import WorkList
+from fleetgen.generate.turns.conversation import Session, regenerate
+from fleetgen.generate.turns.history_reasoning import decide as decide_history_reasoning
+from fleetgen.generate.turns.paths import choose_all, describe, job_bodies
+from fleetgen.rows.files import journal_names
 
 if TYPE_CHECKING:
     from fleetgen.metrics import MetricsServer
 
-# What to do about a bad input row, appended to its reason in errors.jsonl.
-ROW_HINT = "fix or drop the row in the prompt file, then rerun with --retry-errors --force (the file changed)"
-DEFAULT_WINDOW = 64
-# Requests queued on each server beyond what it runs at once, so a finished slot never waits on us.
-WINDOW_QUEUE = 8
 WRITER_QUEUE_MIN = 1024
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where requests go: endpoints, the model they serve, the window per replica (where auto starts)."""
-
-    endpoints: list[str]
-    model: str | None
-    window: int
-    api_key: str | None
-    auto: bool = False  # --concurrency auto: the windows follow the engines' load (load_poll.py)
-
-
-def resolve_target(config: GenerateConfig) -> Target:
-    """Endpoints from the fleet state or --endpoint, with the API key from config or FLEETGEN_API_KEY."""
-    key = config.api_key.get_secret_value() if config.api_key else (os.environ.get("FLEETGEN_API_KEY") or None)
-    mine = Shard.parse(config.replica_slice)  # the whole fleet, unless this process drives a slice of it
-    if config.fleet_state is not None:
-        fleet = read_state(config.fleet_state)
-        if not fleet.replicas:
-            raise ConfigError(f"fleet state {config.fleet_state} lists no replicas", hint="start one with `fleetgen up`")
-        if fleet.api_key_required and not key:
-            raise ConfigError("the fleet requires an API key", hint="pass --api-key or set FLEETGEN_API_KEY")
-        running = fleet.max_running_requests
-        default = (running + WINDOW_QUEUE) if running else DEFAULT_WINDOW
-        endpoints, model = mine.of(fleet.endpoints), config.model or fleet.served_model_name
-    else:
-        default, endpoints, model = DEFAULT_WINDOW, mine.of(list(config.endpoints)), config.model
-    auto = config.concurrency == "auto"
-    return Target(endpoints, model, default if auto else int(config.concurrency), key, auto)
 
 
 def generate(
@@ -168,12 +131,12 @@ async def _run(
     target = resolve_target(config)
     fp, rows = await asyncio.to_thread(stamped_fingerprint, config.prompts, config.output_dir)  # stamp.py
     stats = Stats(clock=clock, total=rows * config.samples)
-    dispatcher = Dispatcher(target.endpoints, target.window, _policy(config), clock=clock, stats=stats)
+    dispatcher = Dispatcher(target.endpoints, target.window, dispatch_policy(config), clock=clock, stats=stats)
     stats.replicas = dispatcher.all_stats
     poller = LoadPoller(dispatcher, LimitPolicy(), api_key=target.api_key) if target.auto else None
     connections = len(target.endpoints) * LimitPolicy().ceiling if poller is not None else dispatcher.capacity
     async with client.new_session(target.api_key, connections + 16) as http:
-        model, context_length = await _check_endpoints(http, target)
+        model, context_length = await check_endpoints(http, target)
         history = decide_history_reasoning(config.history_reasoning, config.tokenizer, config.fleet_state)
         identity = {
             "prompts": {"sha256": fp, "rows": rows},
@@ -193,7 +156,7 @@ async def _run(
             stats.finished = clock()
             return stats
         journal, done = Journal.open(outdir, retry_errors=config.retry_errors, suffix=shard.suffix, lease=lease)
-        progress = None if is_parquet(config.prompts) else Progress.open(
+        progress = None if is_parquet(config.prompts) else CheckpointProgress.open(
             outdir, shard.suffix, job_digest(identity, config.samples, (shard.index, shard.count)), done, config.samples,
             tuple(outdir / n for n in files), lambda: journal.ends,
         )
@@ -212,7 +175,8 @@ async def _run(
             commit_interval_s=config.commit_interval_s, on_commit=on_progress,
             on_durable=progress.advance if progress is not None else None, job=job,
         )
-        loop = _Loop(session, writer, done, stats, stop, shard, progress)
+        work = WorkList(config.prompts, config.samples, done, stats, shard=shard, progress=progress)
+        loop = _Loop(session, writer, work, stop)
         watch = asyncio.create_task(follow_fleet(config.fleet_state, dispatcher, Shard.parse(config.replica_slice))) if config.fleet_state else None
         job_watch = JobWatch.start(config, stats, metrics)
         warmup = Warmup.start(config, dispatcher, http, model)  # replicas take work once their paths are warm
@@ -239,130 +203,23 @@ async def _run(
             await job_watch.close()
         if not stats.interrupted:  # the loop returned: every row is resolved
             try:
-                mark_complete(outdir, identity, config.samples, loop.next_resumed, files, mark)
+                mark_complete(outdir, identity, config.samples, work.next_resumed, files, mark)
             except OutputError as e:
                 print(f"note: {mark} not saved: {e.message}", file=sys.stderr)
     return stats
 
 
-def _policy(config: GenerateConfig) -> DispatchPolicy:
-    return DispatchPolicy(
-        least_outstanding=config.dispatch == "least-outstanding",
-        prefix_affinity=config.prefix_affinity,
-        prefix_routing=config.prefix_routing,
-        hedge=config.hedge,
-        hedge_after_s=config.hedge_after_s,
-        max_attempts=config.max_attempts,
-        backoff_base_s=config.backoff_base_s,
-        backoff_max_s=config.backoff_max_s,
-        failures_to_eject=config.replica_failures,
-        cooldown_s=config.replica_cooldown_s,
-        give_up_after_s=config.give_up_after_s,
-    )
-
-
-async def _check_endpoints(http, target: Target) -> tuple[str, int | None]:
-    """The model every reachable endpoint serves, and its context length; unreachable ones are left to retry."""
-    answers = await asyncio.gather(*(client.served_models(http, e) for e in target.endpoints))
-    reachable = [(e, ids, ctx) for e, (ids, ctx) in zip(target.endpoints, answers) if ids]
-    if not reachable:
-        if target.model is None:
-            raise NoReplicaError(
-                f"no endpoint answers /v1/models: {', '.join(target.endpoints)}",
-                hint="check that the servers are up (`fleetgen status`), or pass --model",
-            )
-        return target.model, None
-    model = target.model or reachable[0][1][0]
-    wrong = [f"{e} serves {ids}" for e, ids, _ in reachable if model not in ids]
-    if wrong:
-        raise ConfigError(
-            f"not every endpoint serves model {model!r}: " + "; ".join(wrong),
-            hint="every replica must serve the same model; pass --model or fix the endpoints",
-        )
-    contexts = [c for _, _, c in reachable if c]
-    return model, (min(contexts) if contexts else None)
-
-
-class FirstLines:
-    """Line of the first row of each id, by 64-bit id hash, in two flat arrays (12 bytes a slot).
-
-    A dict of ints costs ~110 bytes an entry, over 1 GB at 10M prompts; this stays near 200 MB.
-    Open addressing with linear probing; the table doubles at 3/4 full. Hashes are str hashes,
-    stable within one process, which is all the duplicate check needs.
-    """
-
-    def __init__(self, bits: int = 16) -> None:
-        self._mask = (1 << bits) - 1
-        self._keys = array("Q", bytes(8 << bits))
-        self._lines = array("I", bytes(4 << bits))
-        self._n = 0
-
-    @classmethod
-    def for_rows(cls, rows: int) -> FirstLines:
-        """A table that holds `rows` ids without growing (each doubling rehashes every slot in Python)."""
-        return cls(max(16, (4 * rows // 3 + 1).bit_length()))
-
-    def __len__(self) -> int:
-        return self._n
-
-    def setdefault(self, rid: str, line: int) -> int:
-        """The first line recorded for `rid`, recording `line` when there is none."""
-        key = (hash(rid) & _U64) or 1  # 0 marks an empty slot
-        keys, mask = self._keys, self._mask
-        i = key & mask
-        while True:
-            k = keys[i]
-            if k == key:
-                return self._lines[i]
-            if not k:
-                break
-            i = (i + 1) & mask
-        keys[i] = key
-        self._lines[i] = line
-        self._n += 1
-        if 4 * self._n > 3 * mask:
-            self._grow()
-        return line
-
-    def _grow(self) -> None:
-        old_keys, old_lines = self._keys, self._lines
-        size = 2 * len(old_keys)
-        self._mask = mask = size - 1
-        self._keys = keys = array("Q", bytes(8 * size))
-        self._lines = lines = array("I", bytes(4 * size))
-        for key, line in zip(old_keys, old_lines):
-            if key:
-                i = key & mask
-                while keys[i]:
-                    i = (i + 1) & mask
-                keys[i] = key
-                lines[i] = line
-
-
-_U64 = (1 << 64) - 1
-
-
 class _Loop:
     """Keeps `capacity` samples in flight, hands outcomes to the writer, stops on signal or lost fleet."""
 
-    # Skip finished rows before normalizing them (see _work). Off only in tests and the benchmark,
-    # where every row then takes the full path, as before the fast skip existed.
-    fast_skip = True
-    shard = Shard()  # the whole job, unless the run is one of N shards
-    next_resumed = 0  # what a resume after this run counts as already done (see complete.py)
-    progress: Progress | None = None  # the resume checkpoint: where this run starts reading, what it records
-
-    def __init__(self, session: Session, writer: Writer, done: DoneSet, stats: Stats, stop: _Stop, shard: Shard = Shard(),
-                 progress: Progress | None = None) -> None:
+    def __init__(self, session: Session, writer: Writer, work: WorkList, stop: _Stop) -> None:
         self.s = session
-        self.shard = shard
-        self.progress = progress
+        self.work = work
+        self.progress = work.progress
         self.writer = writer
-        self.done = done
-        self.stats = stats
+        self.stats = work.stats
         self.dispatcher = session.dispatcher
         self.config = session.config
-        self._remaining: dict[str, int] = {}  # samples still in flight per prompt id, to drop its pin
         self._stop = stop.soft
         self._hard_stop = stop.hard
         self.request_stop = stop.request
@@ -386,7 +243,7 @@ class _Loop:
             await self._drive_all()
 
     async def _drive_all(self) -> None:
-        work = self._work()
+        work = iter(self.work)
         dispatcher = self.dispatcher
         pending: set[asyncio.Task[Outcome]] = set()
         # Tasks report themselves done through a callback: O(1) per completion, where asyncio.wait
@@ -487,102 +344,6 @@ class _Loop:
             traceback.print_exc(file=sys.stderr)
             return Failed(prompt.id, sample, f"internal error: {type(e).__name__}: {e}", "internal", prompt.line)
         finally:
-            left = self._remaining.get(prompt.id, 1) - 1
-            if left <= 0:
-                self._remaining.pop(prompt.id, None)
-                self.dispatcher.forget(prompt.id)
-            else:
-                self._remaining[prompt.id] = left
+            if self.work.finished(prompt.id):
+                self.dispatcher.forget(prompt.id)  # its last sample: drop the id's replica pin
 
-    def _work(self) -> Iterator[tuple[PromptRecord, int] | Failed]:
-        """(prompt, sample) pairs not yet recorded, in file order; bad rows as row-level Failed.
-
-        With a resume checkpoint (watermark.py) the rows before its watermark are not read: they are
-        all resolved, and it says what they count for and which ids they claimed. Every row read is
-        reported to the checkpoint (resolved now, or pending until its samples or row error are written).
-        """
-        samples = self.config.samples
-        done, bad_lines = self.done, self.done.bad_lines
-        progress = self.progress
-        start = progress.start if progress is not None else None
-        first_line = FirstLines.for_rows(max(0, self.stats.total // samples - (start.line - 1 if start else 0)))  # rows x samples
-        has_all, claim, fast = done.has_all_hash, first_line.setdefault, self.fast_skip
-        hash_ids = done.ids > 0  # nothing done before this run: no row is skipped (ids done later fail the claim)
-        if start is not None:
-            self.stats.resumed += start.count
-            self.next_resumed += start.count
-            if len(start.claims):
-                prefix, local = start.claims.line_of, first_line.setdefault
-
-                def claim(rid: str, line: int) -> int:
-                    seen = prefix(rid)  # an id first seen before the watermark
-                    return local(rid, line) if seen is None else seen
-        if progress is not None:
-            resolved, pending_row, pending_bad = progress.resolved, progress.pending_row, progress.pending_bad
-            rows = iter_rows_at(self.config.prompts, start.offset, start.line) if start else iter_rows_at(self.config.prompts)
-        else:
-            resolved = pending_row = pending_bad = _ignore
-            rows = ((line, row, 0) for line, row in iter_rows(self.config.prompts))
-        shard = self.shard
-        skipped = Batch()
-        for line, row, end in rows:
-            # Fast skip: a finished row is skipped without normalizing it (a resume of a finished run
-            # is mostly this). It takes only rows the full path below would skip too, with the same
-            # effects (counted as resumed, its id's first line claimed, nothing written):
-            # - `surely_valid` passes only rows normalize accepts, so a row it would refuse never
-            #   claims its id (the full path writes that row's error, and a later line of the id
-            #   becomes the first); it runs after `has_all`, so a fresh run pays only the lookup;
-            # - a line recorded as a bad row goes the full path: it may normalize now (a newer
-            #   fleetgen, or --force on a changed file), and then the full path claims its id;
-            # - the claim comes last, only for a row that is skipped: `claim` records the line.
-            if fast and line not in bad_lines:
-                rid = raw_id(row)
-                if rid is not None and not shard.whole and surely_valid(row) and not shard.owns(rid):
-                    resolved(line, end, 0, None)
-                    continue  # another shard's row (normalize gives it this id)
-                if (rid is not None and hash_ids and has_all(h := id_hash(rid), samples) and surely_valid(row)
-                        and claim(rid, line) == line):
-                    self.stats.resumed += samples  # what record(Skipped(rid, k)) does for each sample
-                    self.next_resumed += samples
-                    resolved(line, end, samples, h)
-                    continue
-            item = prompt_of(line, row)
-            if not (shard.owns_line(line) if isinstance(item, BadRow) else shard.owns(item.id)):
-                resolved(line, end, 0, None)
-                continue
-            self.next_resumed += 1 if isinstance(item, BadRow) else samples  # a duplicate: corrected below
-            if isinstance(item, BadRow):
-                if item.line not in bad_lines:
-                    pending_bad(line, end)
-                    yield Failed(item.id, None, f"line {item.line}: {item.reason}; {ROW_HINT}", "input", item.line)
-                else:
-                    self.stats.resumed += 1
-                    resolved(line, end, 1, None)
-                continue
-            seen = claim(item.id, item.line)
-            if seen != item.line:
-                self.next_resumed += 1 - samples  # a later line of a claimed id: a row error, counted once
-                if item.line not in bad_lines:
-                    pending_bad(line, end)
-                    yield Failed(
-                        item.id, None, f"line {item.line}: duplicate id {item.id!r} (first on line {seen}); {ROW_HINT}",
-                        "input", item.line,
-                    )
-                else:
-                    self.stats.resumed += 1
-                    resolved(line, end, 1, None)
-                continue
-            todo = [k for k in range(samples) if (item.id, k) not in done]
-            for k in range(samples - len(todo)):
-                record(Skipped(item.id, k), skipped, done, self.stats)
-            if todo:
-                self._remaining[item.id] = len(todo)
-                pending_row(line, end, samples, item.id)
-            else:
-                resolved(line, end, samples, id_hash(item.id))
-            for k in todo:
-                yield item, k
-
-
-def _ignore(*args: object) -> None:
-    """The checkpoint's reports, when there is no checkpoint (a Parquet prompt file, the stream benchmark)."""

@@ -7,6 +7,9 @@ from typing import Literal
 
 Kind = Literal["counter", "gauge", "histogram"]
 
+# Request latency histogram bounds (seconds): generate's counters bin by them, the page shows them.
+LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 640.0)
+
 REPLICA = ("replica", "endpoint")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from prometheus_client.metrics_core import (
@@ -13,8 +14,8 @@ from prometheus_client.metrics_core import (
 )
 from prometheus_client.registry import Collector
 
-from fleetgen.generate.stats import LATENCY_BUCKETS_S, ReplicaStats, Stats
-from fleetgen.metrics.catalog import GENERATE, RUN, MetricSpec
+from fleetgen.metrics.catalog import GENERATE, LATENCY_BUCKETS_S, RUN, MetricSpec
+
 
 _SPECS = {s.name: s for s in GENERATE + RUN}
 _FAMILY = {"counter": CounterMetricFamily, "gauge": GaugeMetricFamily, "histogram": HistogramMetricFamily}
@@ -45,9 +46,13 @@ def safe_endpoint(url: str) -> str:
 
 
 class GenerateCollector(Collector):
-    """fleetgen_* metrics of one generate run, read from its Stats (plain ints the event loop advances)."""
+    """fleetgen_* metrics of one generate run, read from its Stats (plain ints the event loop advances).
 
-    def __init__(self, stats: Stats) -> None:
+    The stats are taken as they come (fleetgen.generate.observe.stats.Stats, read by attribute): generate
+    starts this page, so metrics must not import generate back.
+    """
+
+    def __init__(self, stats: Any) -> None:
         self.stats = stats
 
     def describe(self) -> list[Metric]:
@@ -76,8 +81,8 @@ class GenerateCollector(Collector):
         yield _one("fleetgen_generate_elapsed_seconds", s.elapsed_s)
         yield from self._replicas(list(s.replicas))  # a copy: a replacement may be appended meanwhile
 
-    def _replicas(self, replicas: list[ReplicaStats]) -> Iterator[Metric]:
-        values: dict[str, Callable[[ReplicaStats], float | None]] = {
+    def _replicas(self, replicas: list[Any]) -> Iterator[Metric]:
+        values: dict[str, Callable[[Any], float | None]] = {
             "fleetgen_replica_requests_total": lambda r: r.requests,
             "fleetgen_replica_requests_in_flight": lambda r: r.outstanding,
             "fleetgen_replica_window": lambda r: r.window,

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
+
 from fleetgen.errors import ConfigError
 from fleetgen.fleet.net import is_loopback
-from fleetgen.generate.stats import Stats
 from fleetgen.metrics.collectors import GenerateCollector, RunCollector
+
 
 REMOTE_HINT = "bind 127.0.0.1 (the default), or set metrics_allow_remote (--metrics-allow-remote) to serve it off this host"
 
@@ -48,7 +51,7 @@ class MetricsServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}/metrics"
 
-    def show_generate(self, stats: Stats) -> None:
+    def show_generate(self, stats: Any) -> None:
         """Serve this generate run's counters, in place of an earlier run's."""
         if self._generate is not None:
             self.registry.unregister(self._generate)

@@ -13,14 +13,14 @@ _EXPORTS = {
     "FilterSpec": "fleetgen.mix.recipe",
     "MixRecipe": "fleetgen.mix.recipe",
     "MixSummary": "fleetgen.mix.summary",
-    "PromptRecord": "fleetgen.records",
+    "PromptRecord": "fleetgen.rows.prompt",
     "QuotaSpec": "fleetgen.mix.recipe",
     "SourceSpec": "fleetgen.mix.recipe",
     "SourceStats": "fleetgen.mix.summary",
     "build_mix": "fleetgen.mix.build",
     "load_recipe": "fleetgen.mix.recipe",
     "read_prompt_records": "fleetgen.mix.writer",
-    "validate_prompt_record": "fleetgen.records",
+    "validate_prompt_record": "fleetgen.rows.prompt",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from fleetgen.mix.build import build_mix
     from fleetgen.mix.domains import DOMAINS
     from fleetgen.mix.recipe import FilterSpec, MixRecipe, QuotaSpec, SourceSpec, load_recipe
-    from fleetgen.records import PromptRecord, validate_prompt_record
+    from fleetgen.rows.prompt import PromptRecord, validate_prompt_record
     from fleetgen.mix.summary import MixSummary, SourceStats
     from fleetgen.mix.writer import read_prompt_records
 

@@ -24,7 +24,7 @@ from fleetgen.mix.filters import filter_reason, prompt_tokens, token_counter
 from fleetgen.mix.lang import detect_language
 from fleetgen.mix.quotas import allocate, select
 from fleetgen.mix.recipe import MixRecipe, SourceSpec
-from fleetgen.records import PromptRecord, RecordError
+from fleetgen.rows.prompt import PromptRecord, RecordError
 from fleetgen.mix.sources import BadLine, RowSource
 from fleetgen.mix.summary import MixSummary, SourceStats
 from fleetgen.mix.writer import Spool, ordered, output_format, write_records

@@ -21,7 +21,7 @@ import zlib
 
 import numpy as np
 
-from fleetgen.records import PromptRecord
+from fleetgen.rows.prompt import PromptRecord
 
 MAX_SHINGLES = 2048
 _SPACE = re.compile(r"\s+")

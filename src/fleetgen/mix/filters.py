@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 
 from fleetgen.errors import ConfigError
-from fleetgen.records import PromptRecord
+from fleetgen.rows.prompt import PromptRecord
 from fleetgen.mix.recipe import FilterSpec
 
 NONCOMMERCIAL_MARKERS = ("-nc", "noncommercial", "non-commercial")

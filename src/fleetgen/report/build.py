@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fleetgen.generate.stats import describe_silence
+from fleetgen.rows.stats_file import describe_silence
 from fleetgen.report import plots
 from fleetgen.report.data import Run, load_run
 from fleetgen.report.document import Document

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetgen.export.results import ReadCounts, domain_of, finish_reasons, iter_errors, iter_results
-from fleetgen.generate.job_history import read_history
+from fleetgen.rows.history import read_history
 
 
 @dataclass(slots=True)
@@ -32,8 +32,8 @@ class Row:
     turns_without_ids: int = 0
     ids_missing: tuple[str, ...] = ()  # why, for each turn without ids (token_ids.MISSING labels, or "not requested")
     profile: str | None = None  # the sampling profile, in a job with profiles
-    cut: str | None = None  # why the sample ended at the target's turn (generate/tool_turns.py)
-    job: str | None = None  # digest of the job identity that made the row (generate/job_history.py)
+    cut: str | None = None  # why the sample ended at the target's turn (generate/turns/tool_turns.py)
+    job: str | None = None  # digest of the job identity that made the row (rows/history.py)
 
 
 @dataclass
@@ -55,7 +55,8 @@ class Run:
 
 def _shard_stats(outdir: Path) -> dict[str, Any] | None:
     """The stats of a run done by N `--shard` processes, merged into one."""
-    from fleetgen.generate.shard import STATS_FILES, merge_stats
+    from fleetgen.rows.stats_file import merge_stats
+    from fleetgen.rows.files import STATS_FILES
 
     paths = sorted(p for p in outdir.glob("stats.shard-*.json") if STATS_FILES.match(p.name)) if outdir.is_dir() else []
     parts = [d for d in map(_json, paths) if d]
@@ -70,7 +71,7 @@ def _json(path: Path) -> dict[str, Any] | None:
 
 
 def _ids_missing(rec: dict[str, Any], assistants: int) -> tuple[str, ...]:
-    from fleetgen.generate.token_ids import MISSING, missing_turns
+    from fleetgen.rows.token_ids import MISSING, missing_turns
 
     if not isinstance(rec.get("token_ids"), dict):
         return ("not requested",) * assistants  # --no-token-ids (or a run older than token ids)

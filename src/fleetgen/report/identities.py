@@ -1,7 +1,7 @@
 """The report's job identities: which identity (prompts, model, sampling) made how many rows.
 
 A forced resume (`generate --force`) changes the job under rows already written; job-history.jsonl
-keeps every identity and each row its digest (generate/job_history.py), so the counts here say how
+keeps every identity and each row its digest (rows/history.py), so the counts here say how
 much of the output each one made. Rows from a fleetgen that did not tag them count as untagged.
 """
 

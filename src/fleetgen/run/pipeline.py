@@ -16,8 +16,8 @@ from fleetgen.fleet.replica_plan import api_key_of
 from fleetgen.fleet.supervisor import Supervisor, SupervisorEvent
 from fleetgen.generate import GenerateConfig
 from fleetgen.generate import run as generate_run
-from fleetgen.generate.stats import describe_silence
-from fleetgen.generate.records import fingerprint as prompts_fingerprint
+from fleetgen.rows.stats_file import describe_silence
+from fleetgen.generate.prompts.reader import fingerprint as prompts_fingerprint
 from fleetgen.run.config import JobConfig
 from fleetgen.run.stages import StageBook, fingerprint
 

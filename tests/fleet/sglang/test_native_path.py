@@ -18,8 +18,8 @@ import pytest
 
 from fleetgen.errors import ConfigError
 from fleetgen.fleet.engines.sglang_validate import sglang_python
-from fleetgen.generate.native import native_chat, sampling_params
-from fleetgen.generate.paths import choose, probe_bodies
+from fleetgen.generate.turns.native import native_chat, sampling_params
+from fleetgen.generate.turns.paths import choose, probe_bodies
 
 HERE = Path(__file__).resolve().parent
 FIX = HERE / "fixtures" / "native-0.5.12"

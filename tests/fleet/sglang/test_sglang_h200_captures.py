@@ -18,7 +18,7 @@ from aiohttp import web
 from fleetgen.fleet.engines import Phase
 from fleetgen.fleet.engines.sglang import CONFIG_FIELDS, SglangEngine
 from fleetgen.fleet.probe import generation_probe
-from fleetgen.generate.client import chat
+from fleetgen.generate.dispatch.client import chat
 
 FIX = Path(__file__).with_name("fixtures")
 ENGINE = SglangEngine()

@@ -24,7 +24,7 @@ from fleetgen.export.formats.base import Row, RowRejected
 from fleetgen.export.formats.token_rows import IdRow, rows_per_generation
 from fleetgen.export.formats.tokens import TokensFormat
 from fleetgen.export.results import finish_reasons, row_id
-from fleetgen.generate.token_ids import TurnIds
+from fleetgen.rows.token_ids import TurnIds
 
 
 class SpeculatorsFormat(TokensFormat):

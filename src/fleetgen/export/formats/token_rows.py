@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fleetgen.generate.token_ids import TurnIds
+from fleetgen.rows.token_ids import TurnIds
+from fleetgen.rows.markup import THINK_CLOSE
 
-THINK_CLOSE = "</think>"
 
 
 @dataclass(frozen=True)

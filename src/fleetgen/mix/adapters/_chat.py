@@ -6,7 +6,7 @@ import ast
 import json
 from typing import Any
 
-from fleetgen.records import SHAREGPT_ROLES, RecordError, text_of
+from fleetgen.rows.prompt import SHAREGPT_ROLES, RecordError, text_of
 
 
 def sharegpt_turns(conversations: Any, *, key_from: str = "from", key_value: str = "value") -> list[dict[str, Any]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleetgen.mix.adapters.base import Adapter, Converted
-from fleetgen.records import RecordError, text_of
+from fleetgen.rows.prompt import RecordError, text_of
 
 
 class Alpaca(Adapter):

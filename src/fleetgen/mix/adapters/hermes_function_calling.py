@@ -17,7 +17,7 @@ from typing import Any
 
 from fleetgen.mix.adapters._chat import as_tool, literal, normalize_turns, sharegpt_turns
 from fleetgen.mix.adapters.base import Adapter, Converted
-from fleetgen.records import RecordError
+from fleetgen.rows.prompt import RecordError
 
 _TOOLS = re.compile(r"<tools>(.*?)</tools>", re.S)
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)

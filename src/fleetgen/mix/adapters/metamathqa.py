@@ -12,7 +12,7 @@ import hashlib
 from typing import Any
 
 from fleetgen.mix.adapters.base import Adapter, Converted
-from fleetgen.records import RecordError, text_of
+from fleetgen.rows.prompt import RecordError, text_of
 
 
 class MetaMathQA(Adapter):

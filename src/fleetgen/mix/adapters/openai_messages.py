@@ -7,7 +7,7 @@ from typing import Any
 
 from fleetgen.mix.adapters._chat import coerce_tools, normalize_turns
 from fleetgen.mix.adapters.base import Adapter, Converted
-from fleetgen.records import RecordError, text_of
+from fleetgen.rows.prompt import RecordError, text_of
 
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool", "function": "tool"}
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from fleetgen.mix.adapters._chat import coerce_tools, normalize_turns, sharegpt_turns
 from fleetgen.mix.adapters.base import Adapter, Converted
-from fleetgen.records import text_of
+from fleetgen.rows.prompt import text_of
 
 
 class ShareGPT(Adapter):

@@ -6,7 +6,7 @@ from typing import Any
 
 from fleetgen.mix.adapters._chat import coerce_tools, normalize_turns
 from fleetgen.mix.adapters.base import Adapter, Converted
-from fleetgen.records import RecordError
+from fleetgen.rows.prompt import RecordError
 from fleetgen.mix.adapters.openai_messages import openai_turns
 
 

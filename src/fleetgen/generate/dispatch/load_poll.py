@@ -1,0 +1,140 @@
+"""Read each replica's load from its engine a few times a second, off the request path, for `--concurrency auto`.
+
+One GET per replica per poll on a session of its own (a poll never waits behind the job's
+requests): the engine's Prometheus page (vLLM; SGLang with --enable-metrics, which fleets
+fleetgen starts always have), else SGLang's load endpoint. The engine is recognised from what
+the page says, so endpoints fleetgen did not start work too. A replica that reports no load
+keeps its starting limit, and the run says so once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from dataclasses import dataclass
+
+import aiohttp
+
+from fleetgen.fleet.engines import get_engine
+from fleetgen.fleet.engines.base import Engine, Metrics
+from fleetgen.fleet.probe import auth_headers
+from fleetgen.generate.dispatch.auto_limit import LimitController, LimitPolicy, Reading
+from fleetgen.generate.dispatch.dispatcher import Dispatcher
+
+POLL_S = 1.0
+LOAD_PATHS = ("/v1/loads", "/get_load")  # SGLang 0.5.12, and its older name
+_TIMEOUT = aiohttp.ClientTimeout(total=5)
+
+
+@dataclass
+class _Source:
+    """Where one replica's load comes from, learnt at its first poll (and again after a replacement)."""
+
+    endpoint: str
+    engine: Engine | None = None
+    path: str | None = None
+    preemptions_total: float | None = None  # the counter at the previous reading
+    told: bool = False
+
+
+def engine_of_page(text: str) -> Engine | None:
+    """vLLM or SGLang, from the metric names on a /metrics page; None for a page of neither."""
+    for name in ("vllm", "sglang"):
+        if f"\n{name}:" in text or text.startswith(f"{name}:") or f" {name}:" in text:
+            return get_engine(name)
+    return None
+
+
+class LoadPoller:
+    """Polls every replica of `dispatcher` and sets its window from its LimitController."""
+
+    def __init__(self, dispatcher: Dispatcher, policy: LimitPolicy, *, api_key: str | None = None,
+                 poll_s: float = POLL_S) -> None:
+        self.dispatcher = dispatcher
+        self.poll_s = poll_s
+        self.api_key = api_key
+        clock = dispatcher.clock
+        self.controllers = [LimitController(policy.start, policy, clock) for r in dispatcher.replicas]
+        for i, c in enumerate(self.controllers):
+            dispatcher.set_window(i, c.limit)
+        self._sources: list[_Source | None] = [None] * len(dispatcher.replicas)
+
+    async def run(self) -> None:
+        """Until cancelled."""
+        n = len(self.dispatcher.replicas)
+        connector = aiohttp.TCPConnector(limit=n, limit_per_host=1)
+        async with aiohttp.ClientSession(connector=connector, headers=auth_headers(self.api_key)) as http:
+            while True:
+                await asyncio.sleep(self.poll_s)
+                await asyncio.gather(*(self.poll_one(http, i) for i in range(n)))
+
+    async def poll_one(self, http: aiohttp.ClientSession, index: int) -> None:
+        replica = self.dispatcher.replicas[index]
+        src = self._sources[index]
+        if src is None or src.endpoint != replica.endpoint:  # first poll, or a replacement on a new address
+            src = self._sources[index] = _Source(replica.endpoint)
+        metrics = await self._read(http, src)
+        if metrics is None:
+            if not src.told and src.engine is None:
+                src.told = True
+                print(f"note: {replica.endpoint} reports no load (/metrics, /v1/loads); --concurrency auto keeps "
+                      f"{replica.window} in flight there", file=sys.stderr)
+            return
+        reading = self.reading(src, metrics)
+        replica.stats.engine_running = reading.running
+        replica.stats.engine_waiting = reading.waiting
+        replica.stats.engine_kv_usage = reading.kv_usage
+        replica.stats.engine_preemptions += int(reading.preempted)
+        if replica is not self.dispatcher.replicas[index]:
+            return  # replaced while we read: its controller starts from the next poll
+        limit = self.controllers[index].update(reading, replica.outstanding)
+        self.dispatcher.set_window(index, limit)
+
+    @staticmethod
+    def reading(src: _Source, m: Metrics) -> Reading:
+        """The controller's view of one report: preemptions since the previous one."""
+        preempted = 0.0
+        if m.preemptions_total is not None:
+            if src.preemptions_total is not None and m.preemptions_total >= src.preemptions_total:
+                preempted = m.preemptions_total - src.preemptions_total
+            src.preemptions_total = m.preemptions_total
+        if m.retracted:
+            preempted = max(preempted, m.retracted)
+        return Reading(running=m.running, waiting=m.waiting, kv_usage=m.kv_cache_usage, preempted=preempted)
+
+    async def _read(self, http: aiohttp.ClientSession, src: _Source) -> Metrics | None:
+        if src.path is None:  # learn the source: the Prometheus page, else SGLang's load endpoint
+            status, text = await _get(http, src.endpoint + "/metrics")
+            engine = engine_of_page(text) if status == 200 else None
+            if engine is not None:
+                src.engine, src.path = engine, "/metrics"
+                return engine.parse_load(text)
+            for path in LOAD_PATHS:
+                status, text = await _get(http, src.endpoint + path)
+                if status == 200 and (m := _loads(text)) is not None:
+                    src.engine, src.path = get_engine("sglang"), path
+                    return m
+            return None
+        status, text = await _get(http, src.endpoint + src.path)
+        if status != 200:
+            return None
+        assert src.engine is not None
+        return src.engine.parse_load(text) if src.path == "/metrics" else _loads(text)
+
+
+def _loads(text: str) -> Metrics | None:
+    import orjson
+
+    try:
+        payload = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    return get_engine("sglang").parse_loads(payload)  # type: ignore[attr-defined]
+
+
+async def _get(http: aiohttp.ClientSession, url: str) -> tuple[int, str]:
+    try:
+        async with http.get(url, timeout=_TIMEOUT) as r:
+            return r.status, await r.text()
+    except (aiohttp.ClientError, TimeoutError, OSError, UnicodeDecodeError):
+        return 0, ""

@@ -1,0 +1,84 @@
+"""What a running generate shows outside itself: its Prometheus page and a progress file in the fleet's state dir."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from fleetgen.fleet.jobs import JobProgress, remove_job, write_job
+from fleetgen.generate.config import GenerateConfig
+from fleetgen.generate.observe.stats import Stats
+
+PUBLISH_EVERY_S = 2.0
+
+
+class JobWatch:
+    """Started once the run begins, closed after stats.json is written; costs nothing per request."""
+
+    def __init__(self, config: GenerateConfig, stats: Stats, metrics=None) -> None:
+        self.config = config
+        self.stats = stats
+        self._own = None
+        self.metrics = metrics
+        self._task: asyncio.Task | None = None
+        self._pid = os.getpid()
+        self._create_time = psutil.Process(self._pid).create_time()
+
+    @classmethod
+    def start(cls, config: GenerateConfig, stats: Stats, metrics=None) -> JobWatch:
+        """Serve metrics (on `metrics`, a MetricsServer the caller owns, or on config.metrics_port) and publish progress."""
+        w = cls(config, stats, metrics)
+        if w.metrics is None and config.metrics_port is not None:
+            from fleetgen.metrics import MetricsServer  # prometheus_client only when asked for
+
+            w.metrics = w._own = MetricsServer(
+                config.metrics_host, config.metrics_port, allow_remote=config.metrics_allow_remote
+            ).start()
+            print(f"metrics: {w.metrics.url}", file=sys.stderr)
+        if w.metrics is not None:
+            w.metrics.show_generate(stats)
+        if config.fleet_state is not None:
+            w._publish()
+            w._task = asyncio.create_task(w._publish_every())
+        return w
+
+    async def _publish_every(self) -> None:
+        while True:
+            await asyncio.sleep(PUBLISH_EVERY_S)
+            self._publish()
+
+    def _publish(self) -> None:
+        s = self.stats
+        try:
+            write_job(Path(self.config.fleet_state), JobProgress(
+                pid=self._pid, create_time=self._create_time, output_dir=str(Path(self.config.output_dir).resolve()),
+                updated_at=time.time(), total=s.total, done=s.done, ok=s.ok, errors=s.errors, resumed=s.resumed,
+                samples_per_s=s.samples_per_s, output_tokens_per_s=s.output_tokens_per_s, eta_s=s.eta_s,
+                metrics_url=self.metrics.url if self.metrics is not None else None,
+                concurrency="auto" if self.config.concurrency == "auto" else "fixed",
+                limits=_limits(s),
+            ))
+        except OSError:
+            pass  # a status view must never stop the job
+
+    async def close(self) -> None:
+        """Stop publishing and remove the progress file; a port we opened closes, a borrowed one keeps the final counters."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            try:
+                remove_job(Path(self.config.fleet_state), self._pid)
+            except OSError:
+                pass
+        if self._own is not None:
+            await asyncio.to_thread(self._own.close)
+
+
+def _limits(s: Stats) -> dict[str, int]:
+    """The window of each replica in use now (a replaced address's stats come first, the replacement's last)."""
+    return {r.endpoint: r.window for r in s.replicas}
