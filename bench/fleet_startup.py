@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from real_fleet import free_port_base  # noqa: E402
 
 from fleetgen.fleet import FleetConfig, down, read_state, up  # noqa: E402
-from fleetgen.fleet.plan import engine_cache_dir  # noqa: E402
+from fleetgen.fleet.replica_plan import engine_cache_dir  # noqa: E402
 from fleetgen.fleet.usage import memory_of  # noqa: E402
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from fleetgen.doctor import DoctorConfig, DoctorReport, Host, env_for_replicas, run_doctor, write_fix
 from fleetgen.doctor.gpus import NvmlSnapshot
-from fleetgen.fleet.devices import GpuInfo
+from fleetgen.gpu_info import GpuInfo
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REAL_SO = Path(_ctypes.__file__)  # any real ELF shared object will do as a stand-in library

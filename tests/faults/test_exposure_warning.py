@@ -8,6 +8,7 @@ from faultkit import run_cli
 
 from fleetgen.fleet import FleetConfig
 from fleetgen.fleet.launcher import exposure_warning
+from fleetgen.fleet.local import LocalBackend
 
 
 @pytest.mark.parametrize("host,key,warns", [
@@ -16,7 +17,7 @@ from fleetgen.fleet.launcher import exposure_warning
     ("0.0.0.0", "k", False),
 ])
 def test_exposure_warning(host, key, warns):
-    assert bool(exposure_warning(FleetConfig(host=host, api_key=key))) == warns
+    assert bool(exposure_warning(FleetConfig(host=host, api_key=key), LocalBackend())) == warns
 
 
 def test_up_prints_the_warning_before_doing_anything(tmp_path):

@@ -11,11 +11,12 @@ from pydantic import ValidationError
 from fleetgen.errors import ConfigError
 from fleetgen.fleet import local, verify
 from fleetgen.fleet.config import FleetConfig
-from fleetgen.fleet.devices import GpuInfo, gpu_groups, sharing_waves
+from fleetgen.fleet.devices import gpu_groups, sharing_waves
 from fleetgen.fleet.engines import get_engine
 from fleetgen.fleet.engines.base import flag_value, without_flag
 from fleetgen.fleet.engines.sglang import shared_fraction
-from fleetgen.fleet.plan import plan_replicas
+from fleetgen.fleet.replica_plan import plan_replicas
+from fleetgen.gpu_info import GpuInfo
 
 
 def test_groups_serve_several_replicas_round_robin():

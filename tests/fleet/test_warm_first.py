@@ -1,7 +1,7 @@
 """Cold fleets compile once: replica 0 starts alone, then the others start and load what it compiled.
 
 Local GPU replicas of one engine, model and GPU kind share one set of compile caches
-(plan.shared_cache_dir); CPU replicas, which start together, keep one set per slot.
+(replica_plan.shared_cache_dir); CPU replicas, which start together, keep one set per slot.
 """
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ from pathlib import Path
 
 from fleetgen.fleet import local
 from fleetgen.fleet.config import FleetConfig
-from fleetgen.fleet.devices import GpuInfo, gpu_kind
+from fleetgen.fleet.devices import gpu_kind
 from fleetgen.fleet.engines import ReplicaSpec, get_engine
 from fleetgen.fleet.launcher import warm_first
-from fleetgen.fleet.plan import plan_replicas
+from fleetgen.fleet.replica_plan import plan_replicas
+from fleetgen.gpu_info import GpuInfo
 
 
 def specs(tmp_path: Path, n: int) -> list[ReplicaSpec]:

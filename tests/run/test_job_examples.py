@@ -8,9 +8,9 @@ import pytest
 
 from fleetgen.errors import ConfigError
 from fleetgen.fleet import local
-from fleetgen.fleet.devices import GpuInfo
 from fleetgen.fleet.engines import get_engine
-from fleetgen.fleet.plan import plan_replicas
+from fleetgen.fleet.replica_plan import plan_replicas
+from fleetgen.gpu_info import GpuInfo
 from fleetgen.run import load_job
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -12,7 +12,7 @@ from fleetgen.cli.app import app
 from fleetgen.errors import ConfigError
 from fleetgen.generate.observe.stats import Stats
 from fleetgen.run import load_job
-from fleetgen.run.plan import plan_job, read_warmup
+from fleetgen.run.job_plan import plan_job, read_warmup
 
 
 def _job(tmp_path: Path, rows: int = 1000, fleet: str = "") -> Path:

@@ -28,7 +28,7 @@ def cmd_plan(
 ) -> None:
     """Estimate the job's wall time and GPU-hours: rows x samples x tokens per sample / throughput."""
     from fleetgen.run import load_job
-    from fleetgen.run.plan import format_plan, plan_job, read_warmup
+    from fleetgen.run.job_plan import format_plan, plan_job, read_warmup
 
     job = load_job(job_file)
     warm = read_warmup(from_stats) if from_stats else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fleetgen.doctor.report import Check, Status
-from fleetgen.fleet.devices import GpuInfo, discover_gpus
+from fleetgen.gpu_info import GpuInfo, discover_gpus
 
 
 @dataclass(frozen=True)

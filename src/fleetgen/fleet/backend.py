@@ -1,15 +1,16 @@
 """The seam between fleetgen and the place its replicas run (this machine, a Ray cluster, ...).
 
-A backend only knows how to lay out devices, start one replica's server where it runs things,
-and answer for it afterwards (alive, memory, stop). Everything else a fleet does — planning the
-specs, the doctor, waiting with the phase line, verification, recording the state, the
-warm-first start and restarts — lives once in `launcher` and `verify` and drives any backend
-through this protocol. docs/backends.md says how to add one.
+A backend knows how to lay out devices, check a plan where its replicas will run (model, ports,
+doctor, command lines), start one replica's server there, and answer for it afterwards (alive,
+memory, stop). Everything else a fleet does — planning the specs, waiting with the phase line,
+verification, recording the state, the warm-first start and restarts — lives once in `launcher`
+and `verify` and drives any backend through this protocol without asking which one it is.
+docs/backends.md says how to add one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, Protocol
@@ -19,8 +20,10 @@ from fleetgen.fleet.engines.base import Engine, ReplicaSpec
 from fleetgen.fleet.logtail import LogFollower
 from fleetgen.fleet.state import FleetState, ReplicaState
 
-Liveness = Callable[[], str | None]
-"""Why a starting server is gone (e.g. 'the server exited with code 1'), or None while it runs."""
+Liveness = Callable[[], Awaitable[str | None]]
+"""Why a starting server is gone (e.g. 'the server exited with code 1'), or None while it runs.
+
+Awaited, so that asking a far node (which may hang) never holds up the other replicas' waits."""
 
 
 class Devices(NamedTuple):
@@ -56,16 +59,31 @@ class Backend(Protocol):
     """Where a fleet's replicas run. `launcher.up` and `launcher.restart_replica` drive it."""
 
     name: str
-    """Recorded as the state's `backend`; `backends.backend_for` maps it back to the class."""
-
-    on_this_machine: bool
-    """Replicas run here: the doctor, the port check, the command check and this interpreter apply to them."""
+    """Recorded as the state's `backend`; `backend_lookup.backend_for` maps it back to the class."""
 
     def fleet_fields(self) -> dict[str, object]:
         """The FleetState fields that say where this fleet runs (backend name, cluster address, ids)."""
 
     def layout(self, config: FleetConfig, count: int | None = None) -> list[Devices]:
         """One Devices per replica; `count` is the size of a running fleet (a restart keeps its layout)."""
+
+    def resolve_model(self, config: FleetConfig, running: FleetState | None = None) -> str:
+        """The model the specs name, as the replicas will load it; `running`: a restart keeps what its fleet loaded."""
+
+    def default_python(self, chosen: str | None) -> str | None:
+        """The interpreter replicas run: `chosen`, else this backend's (None: whichever runs where each replica runs)."""
+
+    def check_ports(self, specs: list[ReplicaSpec]) -> None:
+        """Refuse before anything starts when a planned port is taken where its replica will listen."""
+
+    def preflight(self, config: FleetConfig, specs: list[ReplicaSpec], python: str | None) -> None:
+        """The doctor's verdict on where the replicas run (config.doctor, on GPUs); raises when it fails."""
+
+    def validate_commands(self, engine: Engine, specs: list[ReplicaSpec], python: str | None) -> None:
+        """The engine's check of the replicas' command lines against the interpreter that will run them."""
+
+    def exposure_warning(self, config: FleetConfig) -> str | None:
+        """What `up` warns when servers without an API key can be reached beyond this machine; None where not."""
 
     async def start(self, config: FleetConfig, launch: Launch) -> StartedReplica:
         """Start one replica's server where this backend runs things and describe it for the state."""
@@ -80,4 +98,5 @@ class Backend(Protocol):
         """Stop one replica's server tree and free what holds it; returns how many processes were stopped."""
 
     def stop(self, state: FleetState, grace_s: float) -> int:
-        """Stop every replica of the fleet and anything a cut-short start left; returns processes stopped."""
+        """Stop every replica of the fleet at once (about one grace period, not one per replica) and anything
+        a cut-short start left; returns processes stopped."""

@@ -5,46 +5,10 @@ from __future__ import annotations
 import fcntl
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from fleetgen.errors import ConfigError
-
-
-@dataclass(frozen=True)
-class GpuInfo:
-    index: int
-    name: str
-    memory_total: int
-    compute_capability: tuple[int, int]
-
-
-def discover_gpus() -> list[GpuInfo]:
-    """GPUs seen through NVML; an empty list where there is no driver or no nvidia-ml-py."""
-    try:
-        import pynvml
-    except ImportError:
-        return []
-    try:
-        pynvml.nvmlInit()
-    except Exception:
-        return []
-    try:
-        gpus = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            name = pynvml.nvmlDeviceGetName(h)
-            gpus.append(
-                GpuInfo(
-                    index=i,
-                    name=name.decode() if isinstance(name, bytes) else name,
-                    memory_total=int(pynvml.nvmlDeviceGetMemoryInfo(h).total),
-                    compute_capability=tuple(pynvml.nvmlDeviceGetCudaComputeCapability(h)),
-                )
-            )
-        return gpus
-    finally:
-        pynvml.nvmlShutdown()
+from fleetgen.gpu_info import GpuInfo
 
 
 def gpu_kind(gpus: list[GpuInfo]) -> str:

@@ -1,7 +1,8 @@
 """`up` and restarts, once for every backend: plan, check, start (warm-first), wait, verify, record.
 
-Where the replicas run is the backend's business (`backend.Backend`); this module never asks
-which backend it drives, only whether its replicas run on this machine.
+Where the replicas run is the backend's business (`backend.Backend`), and so is what a check of
+the plan means there (model path, ports, doctor, command lines); this module never asks which
+backend it drives.
 """
 
 from __future__ import annotations
@@ -12,39 +13,34 @@ from pathlib import Path
 
 from fleetgen.errors import FleetError
 from fleetgen.fleet.backend import Backend, Launch, StartedReplica
-from fleetgen.fleet.backends import backend_for, backend_for_config
+from fleetgen.fleet.backend_lookup import backend_for, backend_for_config
 from fleetgen.fleet.config import FleetConfig
 from fleetgen.fleet.devices import sharing_waves
 from fleetgen.fleet.interrupt import cancel_on_signals
 from fleetgen.fleet.engines import ReplicaSpec, get_engine
-from fleetgen.fleet.net import check_port_free, is_loopback
-from fleetgen.fleet.plan import api_key_of, plan_replicas
+from fleetgen.fleet.replica_plan import api_key_of, plan_replicas
 from fleetgen.fleet.state import (
     FleetState, ReplicaState, clear_state, ensure_state_dir, read_state, record_replica, write_state,
 )
 from fleetgen.fleet.verify import SHARING_SOFT_FIELDS, SOFT_CONFIG_FIELDS, ProgressCallback, record_configs, wait_ready
-from fleetgen.models import resolve_model
 
 
 async def up(config: FleetConfig, *, on_progress: ProgressCallback | None = None, python: str | None = None) -> FleetState:
     """Start the fleet and return its state once every replica generated and configs agree."""
     backend = backend_for_config(config)
-    here = backend.on_this_machine
-    warning = exposure_warning(config, remote=not here)
+    warning = exposure_warning(config, backend)
     if warning:
         print(warning, file=sys.stderr)
     state_dir = ensure_state_dir(config.state_dir)
     refuse_running_fleet(state_dir)
     engine = get_engine(config.engine)
-    model = resolve_model(config.model) if here else config.model  # elsewhere each node resolves it
+    model = backend.resolve_model(config)
     specs = plan_replicas(config, model, backend)
-    if here:
-        for spec in specs:
-            check_port_free(spec.host, spec.port)
-    python = python or config.python or (sys.executable if here else None)
-    extra_env = preflight(config if here else config.model_copy(update={"doctor": False}), specs, python or sys.executable)
-    if here:
-        engine.validate_commands([engine.command(spec, python) for spec in specs], python)
+    backend.check_ports(specs)
+    python = backend.default_python(python or config.python)
+    extra_env = replica_env(config)
+    backend.preflight(config, specs, python)
+    backend.validate_commands(engine, specs, python)
     state = FleetState(
         engine=engine.name,
         model=model,
@@ -78,7 +74,6 @@ async def _start(
     extra_env: dict[str, str], state: FleetState, state_dir: Path, on_progress: ProgressCallback | None,
 ) -> FleetState:
     """Start the waves and verify them; on any failure or cancellation, stop what was started and clear the state."""
-    here = backend.on_this_machine
     waves = [specs[:1], specs[1:]] if warm_first(config, specs) else [specs]
     # Replicas sharing a GPU start one after another: each sizes its memory from what is free.
     waves = [[w[p] for p in pos] for w in waves for pos in sharing_waves([s.gpu_slot for s in w])]
@@ -147,16 +142,15 @@ async def restart_replica(
     """Stop what is left of replica `index` and start a verified one in its place (locally: same devices and port)."""
     state = read_state(state_dir)
     backend = backend_for(state)
-    here = backend.on_this_machine
     config = FleetConfig.model_validate({**state.config, "api_key": api_key})
     engine = get_engine(state.engine)
-    backend.stop_replica(state.replicas[index], grace_s=min(config.stop_grace_s, 10))
-    model = state.model if here else config.model
+    # In a thread: a restart runs inside a job's event loop, and a stop waits out its grace period.
+    await asyncio.to_thread(backend.stop_replica, state.replicas[index], min(config.stop_grace_s, 10))
+    model = backend.resolve_model(config, running=state)
     spec = plan_replicas(config, model, backend, count=len(state.replicas))[index]
-    if here:
-        check_port_free(spec.host, spec.port)
-    python = state.python or (sys.executable if here else None)
-    extra_env = preflight(config.model_copy(update={"doctor": False}), [spec], python or sys.executable)
+    backend.check_ports([spec])
+    python = backend.default_python(state.python)
+    extra_env = replica_env(config)  # no doctor: the fleet passed it at `up`, and a restart must not wait on it
     launch = Launch(engine, spec, python, extra_env, log_path_of(state_dir, index), replacement=True)
     started = await backend.start(config, launch)
     replica = started.replica
@@ -166,54 +160,26 @@ async def restart_replica(
             engine, replica, started.gone, config, spec.api_key, on_progress, follower=started.log
         )
     except BaseException:
-        backend.stop_replica(replica, grace_s=5)
+        await asyncio.to_thread(backend.stop_replica, replica, 5)
         raise
     record_replica(state_dir, replica)
     return replica
 
 
-def preflight(config: FleetConfig, specs: list[ReplicaSpec], python: str) -> dict[str, str]:
-    """The doctor's verdict on GPUs, and the environment every replica gets (the doctor's fix, then config.env)."""
+def replica_env(config: FleetConfig) -> dict[str, str]:
+    """The environment every replica gets: the doctor's fix (`--fix-dir`), then config.env over it."""
     env: dict[str, str] = {}
     if config.fix_dir is not None:
         from fleetgen.doctor import env_for_replicas
 
         env.update(env_for_replicas(config.fix_dir))
     env.update(config.env)
-    if config.doctor and specs and specs[0].on_gpu:
-        from fleetgen.doctor import DoctorConfig, run_doctor
-
-        report = run_doctor(
-            DoctorConfig(
-                engine=config.engine, python=python, tp=config.tp,
-                max_running_requests=config.max_running_requests, context_length=config.context_length,
-                engine_args=list(config.engine_args),
-            )
-        )
-        if report.failed:
-            lines = "; ".join(f"{c.id}: {c.summary}" for c in report.failed)
-            raise FleetError(
-                f"the environment is not ready for {config.engine}: {lines}",
-                hint="run `fleetgen doctor --fix DIR` and pass --fix-dir DIR, or --no-doctor to launch anyway",
-            )
     return env
 
 
-def exposure_warning(config: FleetConfig, *, remote: bool = False) -> str | None:
-    """The warning `up` prints when servers would listen beyond this machine with no API key."""
-    if api_key_of(config):
-        return None
-    if remote:
-        return (
-            "warning: replicas listen on their node's address without an API key: anyone who reaches "
-            "the node can use them (set --api-key or FLEETGEN_API_KEY)"
-        )
-    if is_loopback(config.host):
-        return None
-    return (
-        f"warning: binding to {config.host} without an API key: anyone who reaches it can use it "
-        "(set --api-key or FLEETGEN_API_KEY, or bind to 127.0.0.1)"
-    )
+def exposure_warning(config: FleetConfig, backend: Backend) -> str | None:
+    """The warning `up` prints when servers would be reachable beyond this machine with no API key."""
+    return None if api_key_of(config) else backend.exposure_warning(config)
 
 
 def refuse_running_fleet(state_dir: Path) -> None:
@@ -238,7 +204,7 @@ def _has_files(d: Path | None) -> bool:
 def warm_first(config: FleetConfig, specs: list[ReplicaSpec]) -> bool:
     """On GPUs a cold start compiles once, not N times: replica 0 alone first, the others after it is ready.
 
-    The others share its compile caches (plan.shared_cache_dir), so they load what it compiled.
+    The others share its compile caches (replica_plan.shared_cache_dir), so they load what it compiled.
     Not on CPU: there the second wave saves little (warm 79 s vs cold 96 s for one vLLM-CPU replica)
     and waiting for the first costs a whole start (2 replicas: 210 s staged vs 123 s at once).
     Not where the backend assigns devices at start (Ray): the plan has no GPUs to go by.

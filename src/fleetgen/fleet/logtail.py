@@ -13,9 +13,9 @@ class LogFollower:
         self._partial = ""
         self._recent: deque[str] = deque(maxlen=keep)
 
-    def new_lines(self) -> list[str]:
+    async def new_lines(self) -> list[str]:
         """Complete lines appended since the last call (progress bars' carriage returns split too)."""
-        chunk = self._read_from(self._offset)
+        chunk = await self._read_from(self._offset)
         self._offset += len(chunk)
         text = self._partial + chunk.decode("utf-8", errors="replace").replace("\r", "\n")
         *lines, self._partial = text.split("\n")
@@ -23,8 +23,8 @@ class LogFollower:
         self._recent.extend(lines)
         return lines
 
-    def _read_from(self, offset: int) -> bytes:
-        """The bytes after `offset`; subclasses read logs that live elsewhere (another node)."""
+    async def _read_from(self, offset: int) -> bytes:
+        """The bytes after `offset`; subclasses read logs that live elsewhere (another node), awaiting the far side."""
         try:
             with open(self.path, "rb") as f:
                 f.seek(offset)

@@ -27,10 +27,10 @@ from fleetgen.errors import ConfigError, FleetError, PortInUseError
 from fleetgen.fleet.backend import Devices, Launch, Liveness, StartedReplica
 from fleetgen.fleet.config import FleetConfig
 from fleetgen.fleet.devices import claim_cores
-from fleetgen.fleet.engines import ReplicaSpec, get_engine
+from fleetgen.fleet.engines import Engine, ReplicaSpec, get_engine
 from fleetgen.fleet.logtail import LogFollower
 from fleetgen.fleet.net import check_port_free, free_port
-from fleetgen.fleet.plan import engine_cache_dir
+from fleetgen.fleet.replica_plan import engine_cache_dir
 from fleetgen.fleet.process import stop_processes
 from fleetgen.fleet.spawn import describe, spawn
 from fleetgen.fleet.state import FleetState, ReplicaState
@@ -161,6 +161,14 @@ class ReplicaServer:
         return len(stopped)
 
 
+async def _ask(ref: Any) -> Any:
+    """Await one actor call without holding up the event loop; TimeoutError when the node does not answer.
+
+    Shielded: a timeout gives up waiting, and the call's own future still completes (cancelling it would not
+    stop the actor, and Ray would then complete a cancelled future)."""
+    return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(ref.future())), ACTOR_CALL_TIMEOUT_S)
+
+
 class ActorLogFollower(LogFollower):
     """Follows a log that lives on the actor's node."""
 
@@ -168,24 +176,43 @@ class ActorLogFollower(LogFollower):
         super().__init__(Path(path))
         self.actor = actor
 
-    def _read_from(self, offset: int) -> bytes:
+    async def _read_from(self, offset: int) -> bytes:
         try:
-            return ray.get(self.actor.read_log.remote(offset), timeout=ACTOR_CALL_TIMEOUT_S)
-        except (RayError, GetTimeoutError):
+            return await _ask(self.actor.read_log.remote(offset))
+        except (RayError, TimeoutError):
             return b""
 
 
 def actor_liveness(actor: Any) -> Liveness:
-    def gone() -> str | None:
+    async def gone() -> str | None:
         try:
-            code = ray.get(actor.poll.remote(), timeout=ACTOR_CALL_TIMEOUT_S)
-        except GetTimeoutError:
+            code = await _ask(actor.poll.remote())
+        except TimeoutError:
             return None  # slow, not known dead: the stall timeout decides
         except RayError as e:
-            return f"its Ray actor died ({type(e).__name__}; node lost?)"
-        return None if code is None else f"the server exited with code {code}"
+            return _died(e)
+        return _exited(code)
 
     return gone
+
+
+def _died(e: RayError) -> str:
+    return f"its Ray actor died ({type(e).__name__}; node lost?)"
+
+
+def _exited(code: int | None) -> str | None:
+    return None if code is None else f"the server exited with code {code}"
+
+
+def _gone_now(actor: Any) -> str | None:
+    """`actor_liveness` for callers outside an event loop (status, the supervisor's thread)."""
+    try:
+        code = ray.get(actor.poll.remote(), timeout=ACTOR_CALL_TIMEOUT_S)
+    except GetTimeoutError:
+        return None
+    except RayError as e:
+        return _died(e)
+    return _exited(code)
 
 
 def _use_gpus(config: FleetConfig) -> bool:
@@ -235,12 +262,18 @@ def _kill(name: str) -> None:
     remove_placement_group(pg)
 
 
-def _kill_fleet_leftovers(backend: RayBackend, fleet_id: str) -> None:
-    """Actors and placement groups of this fleet not (yet) in the state: a launch cut short."""
+def _leftover_actors(fleet_id: str) -> list[str]:
+    """Actors of this fleet not (yet) in the state: a launch cut short, a replacement never recorded."""
     prefix = f"fleetgen-{fleet_id}-"
-    for info in ray.util.list_named_actors(all_namespaces=True):
-        if info.get("namespace") == NAMESPACE and info.get("name", "").startswith(prefix):
-            backend.stop_replica(ReplicaState.model_construct(actor=info["name"]), grace_s=5)
+    return [
+        info["name"] for info in ray.util.list_named_actors(all_namespaces=True)
+        if info.get("namespace") == NAMESPACE and info.get("name", "").startswith(prefix)
+    ]
+
+
+def _remove_leftover_groups(fleet_id: str) -> None:
+    """Placement groups of this fleet that no actor took (placed, then the launch was cut short)."""
+    prefix = f"fleetgen-{fleet_id}-"
     for pg_info in ray.util.placement_group_table().values():
         if pg_info.get("name", "").startswith(prefix) and pg_info.get("state") != "REMOVED":
             _kill(pg_info["name"])
@@ -250,7 +283,6 @@ class RayBackend:
     """Replicas are Ray actors wherever the cluster has room; every question goes to the replica's actor."""
 
     name = "ray"
-    on_this_machine = False
 
     def __init__(self, address: str | None, fleet_id: str | None = None) -> None:
         """Join the cluster; a fleet about to start gets a fresh id (the prefix of its actors' names)."""
@@ -269,6 +301,34 @@ class RayBackend:
             if n < 1:
                 raise ConfigError(f"the Ray cluster has fewer GPUs than --tp {config.tp}", hint="lower --tp")
         return [Devices()] * (n or 1)
+
+    def resolve_model(self, config: FleetConfig, running: FleetState | None = None) -> str:
+        """The name as given, also on a restart: each actor resolves it on its node (`ReplicaServer.start`),
+        where an embedded model's path or a local checkpoint is what that node has."""
+        return config.model
+
+    def default_python(self, chosen: str | None) -> str | None:
+        """None unless chosen: each actor runs its node's interpreter (this one's path may not exist there)."""
+        return chosen
+
+    def check_ports(self, specs: list[ReplicaSpec]) -> None:
+        """Nothing here: a port is free or not on the node the replica lands on, not on this machine;
+        each actor checks its own when it starts (`ReplicaServer.start`), before the server runs."""
+
+    def preflight(self, config: FleetConfig, specs: list[ReplicaSpec], python: str | None) -> None:
+        """Nothing here: the doctor inspects this machine's GPUs and toolchain, which are not the nodes'.
+        A node whose engine cannot start shows it as that replica's start failure, with its log's tail."""
+
+    def validate_commands(self, engine: Engine, specs: list[ReplicaSpec], python: str | None) -> None:
+        """Nothing here: the check runs the nodes' interpreter, which this machine may lack; a command a
+        node's engine refuses fails that replica's start, and `wait_ready` reports its log's fatal line."""
+
+    def exposure_warning(self, config: FleetConfig) -> str | None:
+        """Always, without a key: an actor binds its node's address (or all of them), reachable from the cluster."""
+        return (
+            "warning: replicas listen on their node's address without an API key: anyone who reaches "
+            "the node can use them (set --api-key or FLEETGEN_API_KEY)"
+        )
 
     async def start(self, config: FleetConfig, launch: Launch) -> StartedReplica:
         """Place one replica (a STRICT_PACK placement group), create its actor and start the server there."""
@@ -309,7 +369,7 @@ class RayBackend:
 
     def alive(self, replica: ReplicaState) -> bool:
         actor = _actor(replica.actor)
-        return actor is not None and actor_liveness(actor)() is None
+        return actor is not None and _gone_now(actor) is None
 
     def usage(self, replica: ReplicaState) -> tuple[float | None, float | None]:
         actor = _actor(replica.actor)
@@ -322,19 +382,28 @@ class RayBackend:
 
     def stop_replica(self, replica: ReplicaState, grace_s: float) -> int:
         """Stop the server through its actor (on its node), then kill the actor and free its placement group."""
-        stopped = 0
-        actor = _actor(replica.actor)
-        if actor is not None:
-            try:
-                stopped = ray.get(actor.stop.remote(grace_s), timeout=grace_s + ACTOR_CALL_TIMEOUT_S)
-            except (RayError, GetTimeoutError):
-                pass  # the node is gone, and the server with it (the sentinel kills it when only the actor died)
-        if replica.actor:
-            _kill(replica.actor)
-        return stopped
+        return self._stop_all([replica.actor], grace_s)
 
     def stop(self, state: FleetState, grace_s: float) -> int:
-        stopped = sum(self.stop_replica(r, grace_s) for r in state.replicas)
-        if state.fleet_id:
-            _kill_fleet_leftovers(self, state.fleet_id)  # replacements that never made it into the state
+        """Every actor is asked at once and waited for together: a fleet stops in one grace period."""
+        stopped = self._stop_all([r.actor for r in state.replicas], grace_s)
+        if state.fleet_id:  # what a cut-short launch or restart left out of the state
+            self._stop_all(_leftover_actors(state.fleet_id), grace_s=5)
+            _remove_leftover_groups(state.fleet_id)
+        return stopped
+
+    def _stop_all(self, names: list[str | None], grace_s: float) -> int:
+        """Each named actor stops its server tree (all at the same time), then is killed with its placement group."""
+        calls = {name: actor.stop.remote(grace_s) for name in names if (actor := _actor(name)) is not None}
+        if calls:
+            ray.wait(list(calls.values()), num_returns=len(calls), timeout=grace_s + ACTOR_CALL_TIMEOUT_S)
+        stopped = 0
+        for ref in calls.values():
+            try:
+                stopped += ray.get(ref, timeout=0)
+            except (RayError, GetTimeoutError):
+                pass  # the node is gone, and the server with it (the sentinel kills it when only the actor died)
+        for name in names:
+            if name:
+                _kill(name)
         return stopped

@@ -68,4 +68,8 @@ def redact(cmd: list[str], secret: str | None) -> list[str]:
 
 def exit_of(proc: subprocess.Popen) -> Liveness:
     """Liveness of a server this process spawned."""
-    return lambda: None if (code := proc.poll()) is None else f"the server exited with code {code}"
+
+    async def gone() -> str | None:
+        return None if (code := proc.poll()) is None else f"the server exited with code {code}"
+
+    return gone

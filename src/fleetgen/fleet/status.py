@@ -15,7 +15,7 @@ import urllib.parse
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from fleetgen.fleet.backends import backend_for
+from fleetgen.fleet.backend_lookup import backend_for
 from fleetgen.fleet.engines import Engine, Metrics, get_engine
 from fleetgen.fleet.state import FleetState, ReplicaState, read_state
 

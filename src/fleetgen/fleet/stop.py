@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fleetgen.errors import FleetError
-from fleetgen.fleet.backends import backend_for
+from fleetgen.fleet.backend_lookup import backend_for
 from fleetgen.fleet.state import clear_state, read_state
 
 

@@ -13,7 +13,7 @@ import aiohttp
 from fleetgen.errors import FleetgenError
 from fleetgen.fleet import probe
 from fleetgen.fleet.backend import Backend
-from fleetgen.fleet.backends import backend_for
+from fleetgen.fleet.backend_lookup import backend_for
 from fleetgen.fleet.engines import get_engine
 from fleetgen.fleet.launcher import restart_replica
 from fleetgen.fleet.state import ReplicaState, read_state

@@ -78,7 +78,7 @@ async def wait_ready(
     emit()
     async with aiohttp.ClientSession(headers=probe.auth_headers(api_key)) as session:
         while True:
-            for line in follower.new_lines():
+            for line in await follower.new_lines():
                 last_progress = time.monotonic()
                 timed = engine.timing_of(line)
                 if timed:
@@ -90,9 +90,9 @@ async def wait_ready(
                 if new_phase and new_phase.order > phase.order:  # logs repeat; phases only advance
                     phase = new_phase
                     emit()
-            why = gone()
+            why = await gone()
             if why is not None:
-                follower.new_lines()
+                await follower.new_lines()
                 raise fail(f"{why} while starting", _hint_from_tail(engine, follower))
             status, _ = await probe.health(session, replica.endpoint, engine, timeout=3)
             if status == 200:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from fleetgen.errors import ConfigError, FleetError, FleetgenError
 from fleetgen.fleet import down, fleet_status, read_state, up
-from fleetgen.fleet.plan import api_key_of
+from fleetgen.fleet.replica_plan import api_key_of
 from fleetgen.fleet.supervisor import Supervisor, SupervisorEvent
 from fleetgen.generate import GenerateConfig
 from fleetgen.generate import run as generate_run

@@ -12,15 +12,15 @@ import pytest
 
 from fleetgen.errors import EngineError
 from fleetgen.fleet.config import FleetConfig
-from fleetgen.fleet.devices import GpuInfo
 from fleetgen.fleet.engines import ReplicaSpec, get_engine
 from fleetgen.fleet.engines.sglang_versions import flag_notes, version_tuple
 from fleetgen.fleet.engines.sglang_validate import (
     DEFAULT_PYTHON, Verdicts, check_command_lines, raise_for_rejected, sglang_python, validate_command_lines,
 )
 from fleetgen.fleet import local
-from fleetgen.fleet.plan import plan_replicas
+from fleetgen.fleet.replica_plan import plan_replicas
 from fleetgen.fleet.spawn import redact
+from fleetgen.gpu_info import GpuInfo
 
 SEED_ARGS = [
     "--reasoning-parser", "qwen3", "--attention-backend", "flashinfer", "--mem-fraction-static", "0.85",

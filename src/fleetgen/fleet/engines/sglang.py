@@ -160,7 +160,7 @@ class SglangEngine(Engine):
             # (jit/core.py `build_and_load`): one workspace for the replicas of a host.
             env["FLASHINFER_WORKSPACE_BASE"] = str(spec.cache_dir.parent / f"{self.name}-shared" / "flashinfer")
             # The other JIT and compile caches of 0.5.12, in the replica's cache dir: on a local GPU fleet
-            # one dir per engine + model + GPU kind that every replica shares (plan.shared_cache_dir).
+            # one dir per engine + model + GPU kind that every replica shares (replica_plan.shared_cache_dir).
             c = spec.cache_dir
             env["TVM_FFI_CACHE_DIR"] = str(c / "tvm-ffi")  # sgl_kernel's jit_kernel via tvm_ffi/cpp/extension.py
             env["SGLANG_DG_CACHE_DIR"] = str(c / "deep_gemm")  # srt/environ.py -> DG_JIT_CACHE_DIR

@@ -122,7 +122,7 @@ class VllmEngine(Engine):
                 env["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(str(c) for c in spec.cpus)
         if spec.cache_dir is not None:
             # torch.compile and triton caches: per replica slot where replicas start together (CPU),
-            # shared by the replicas of one model and GPU kind on a local GPU fleet (plan.shared_cache_dir).
+            # shared by the replicas of one model and GPU kind on a local GPU fleet (replica_plan.shared_cache_dir).
             env["VLLM_CACHE_ROOT"] = str(spec.cache_dir)
         return env
 
