@@ -22,7 +22,7 @@ console = Console(stderr=True, soft_wrap=True)
 
 # The metrics flags set generate.metrics_* of the job file, and only when given.
 BINDINGS = {
-    "run": Binding(GenerateConfig, overrides=frozenset({"metrics_port", "metrics_host", "metrics_allow_remote"})),
+    "run": Binding(GenerateConfig, overrides=frozenset({"metrics_port", "metrics_host"})),
 }
 
 _STYLE = {"start": "bold", "done": "green", "skip": "dim", "invalidated": "yellow", "info": ""}
