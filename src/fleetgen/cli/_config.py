@@ -47,12 +47,15 @@ def literal_values(annotation: Any) -> tuple[Any, ...]:
     return ()
 
 
-def choices(model: type[BaseModel], name: str) -> Any:
-    """The field's vocabulary as a Literal type: typer lists it in `--help` (<a|b|c>) and refuses other words."""
+def choices(model: type[BaseModel], name: str) -> str:
+    """The field's vocabulary as a metavar, `a|b|c`, for `--help`; the config model still refuses other words.
+
+    The option stays a string: a wrong word gets the same one-line error and hint as in a YAML file.
+    """
     values = literal_values(model.model_fields[name].annotation)
     if not values:
         raise TypeError(f"{model.__name__}.{name} is not typed Literal[...]")
-    return Literal[values]  # Literal[("a", "b")] is Literal["a", "b"]
+    return "|".join(str(v) for v in values)
 
 
 def default(model: type[BaseModel], name: str) -> Any:

@@ -23,7 +23,7 @@ _STYLE = {Status.OK: "green", Status.SKIP: "dim", Status.WARN: "yellow", Status.
 
 
 def doctor(
-    engine: Annotated[Optional[_c(D, "engine")], typer.Option(help=field_help(D, "engine"))] = _d(D, "engine"),
+    engine: Annotated[Optional[str], typer.Option(metavar=_c(D, "engine"), help=field_help(D, "engine"))] = _d(D, "engine"),
     model: Annotated[Optional[str], typer.Option(help=field_help(D, "model"))] = _d(D, "model"),
     python: Annotated[Optional[str], typer.Option(help=field_help(D, "python"))] = _d(D, "python"),
     tp: Annotated[int, typer.Option(help=field_help(D, "tp"))] = _d(D, "tp"),

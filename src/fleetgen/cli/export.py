@@ -51,17 +51,18 @@ def cmd_export(
     ctx: typer.Context,
     results_dir: Annotated[Path, typer.Argument(help=_h(E, "results_dir"))],
     output: Annotated[Path, typer.Option("--output", "-o", help=_h(E, "output"))],
-    format: Annotated[_c(E, "format"), typer.Option("--format", help=_h(E, "format"))] = _d(E, "format"),
+    format: Annotated[str, typer.Option("--format", metavar=_c(E, "format"), help=_h(E, "format"))] = _d(E, "format"),
     tokenizer: Annotated[Optional[str], typer.Option(help=_h(E, "tokenizer"))] = _d(E, "tokenizer"),
     split: Annotated[
         Optional[str], typer.Option(metavar="eval=FRACTION", help="Eval split as eval=FRACTION; " + _h(E, "eval_fraction"))
     ] = None,
     split_salt: Annotated[str, typer.Option(help=_h(E, "split_salt"))] = _d(E, "split_salt"),
     reasoning: Annotated[
-        _c(E, "reasoning"), typer.Option("--reasoning-in-data", help=_h(E, "reasoning"))
+        str, typer.Option("--reasoning-in-data", metavar=_c(E, "reasoning"), help=_h(E, "reasoning"))
     ] = _d(E, "reasoning"),
     old_reasoning: Annotated[
-        Optional[_c(E, "reasoning")], typer.Option("--reasoning", hidden=True, help="Deprecated: --reasoning-in-data.")
+        Optional[str],
+        typer.Option("--reasoning", metavar=_c(E, "reasoning"), hidden=True, help="Deprecated: --reasoning-in-data."),
     ] = None,
     finish_reason: Annotated[
         Optional[list[str]], typer.Option("--finish-reason", help=_h(E, "finish_reasons") + " (repeatable)")

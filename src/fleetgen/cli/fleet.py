@@ -43,7 +43,7 @@ ApiKeyOpt = Annotated[
 
 def cmd_up(
     ctx: typer.Context,
-    engine: Annotated[_c(F, "engine"), typer.Option(help=_h(F, "engine"))] = _d(F, "engine"),
+    engine: Annotated[str, typer.Option(metavar=_c(F, "engine"), help=_h(F, "engine"))] = _d(F, "engine"),
     model: Annotated[str, typer.Option(help=_h(F, "model"))] = _d(F, "model"),
     replicas: Annotated[Optional[int], typer.Option(help=_h(F, "replicas"))] = _d(F, "replicas"),
     gpus: Annotated[str, typer.Option(help=_h(F, "gpus"))] = _d(F, "gpus"),

@@ -53,15 +53,15 @@ def cmd_generate(
         Optional[Path],
         typer.Option("--profiles", help="YAML or JSON file holding the profiles list. " + _h(G, "profiles")),
     ] = None,
-    reasoning: Annotated[_c(G, "reasoning"), typer.Option(help=_h(G, "reasoning"))] = _d(G, "reasoning"),
-    truncation: Annotated[_c(G, "truncation"), typer.Option(help=_h(G, "truncation"))] = _d(G, "truncation"),
+    reasoning: Annotated[str, typer.Option(metavar=_c(G, "reasoning"), help=_h(G, "reasoning"))] = _d(G, "reasoning"),
+    truncation: Annotated[str, typer.Option(metavar=_c(G, "truncation"), help=_h(G, "truncation"))] = _d(G, "truncation"),
     history_reasoning: Annotated[
-        _c(G, "history_reasoning"), typer.Option(help=_h(G, "history_reasoning"))
+        str, typer.Option(metavar=_c(G, "history_reasoning"), help=_h(G, "history_reasoning"))
     ] = _d(G, "history_reasoning"),
     tokenizer: Annotated[Optional[str], typer.Option(help=_h(G, "tokenizer"))] = _d(G, "tokenizer"),
-    tool_match: Annotated[_c(G, "tool_match"), typer.Option(help=_h(G, "tool_match"))] = _d(G, "tool_match"),
+    tool_match: Annotated[str, typer.Option(metavar=_c(G, "tool_match"), help=_h(G, "tool_match"))] = _d(G, "tool_match"),
     context_length: Annotated[Optional[int], typer.Option(help=_h(G, "context_length"))] = _d(G, "context_length"),
-    dispatch: Annotated[_c(G, "dispatch"), typer.Option(help=_h(G, "dispatch"))] = _d(G, "dispatch"),
+    dispatch: Annotated[str, typer.Option(metavar=_c(G, "dispatch"), help=_h(G, "dispatch"))] = _d(G, "dispatch"),
     prefix_affinity: Annotated[bool, typer.Option(help=_h(G, "prefix_affinity"))] = _d(G, "prefix_affinity"),
     prefix_routing: Annotated[bool, typer.Option(help=_h(G, "prefix_routing"))] = _d(G, "prefix_routing"),
     hedge: Annotated[bool, typer.Option(help=_h(G, "hedge"))] = _d(G, "hedge"),
@@ -86,12 +86,12 @@ def cmd_generate(
         Optional[str], typer.Option(metavar="i/N", help=_h(G, "replica_slice"), rich_help_panel=_PARTS)
     ] = _d(G, "replica_slice"),
     shard_runner: Annotated[
-        _c(G, "shard_runner"), typer.Option(help=_h(G, "shard_runner"), rich_help_panel=_PARTS)
+        str, typer.Option(metavar=_c(G, "shard_runner"), help=_h(G, "shard_runner"), rich_help_panel=_PARTS)
     ] = _d(G, "shard_runner"),
     shard_retries: Annotated[
         int, typer.Option(help=_h(G, "shard_retries"), rich_help_panel=_PARTS)
     ] = _d(G, "shard_retries"),
-    event_loop: Annotated[_c(G, "event_loop"), typer.Option(help=_h(G, "event_loop"))] = _d(G, "event_loop"),
+    event_loop: Annotated[str, typer.Option(metavar=_c(G, "event_loop"), help=_h(G, "event_loop"))] = _d(G, "event_loop"),
     warmup: Annotated[bool, typer.Option(help=_h(G, "warmup"))] = _d(G, "warmup"),
     warmup_timeout_s: Annotated[float, typer.Option(help=_h(G, "warmup_timeout_s"))] = _d(G, "warmup_timeout_s"),
     api_key: Annotated[
