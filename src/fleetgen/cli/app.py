@@ -35,8 +35,7 @@ _plan.register(app)
 
 # Command name -> which config fields its options set (docs/config-reference.md and the defaults test read it).
 BINDINGS = {
-    **_fleet.BINDINGS, **_doctor.BINDINGS, **_mix.BINDINGS, **_generate.BINDINGS, **_export.BINDINGS, **_report.BINDINGS,
-    **_run.BINDINGS,
+    **_fleet.BINDINGS, **_doctor.BINDINGS, **_mix.BINDINGS, **_generate.BINDINGS, **_export.BINDINGS, **_run.BINDINGS,
 }
 
 

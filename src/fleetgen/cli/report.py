@@ -7,18 +7,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from fleetgen.cli._config import Binding
-from fleetgen.cli._config import default as _d
-from fleetgen.config import field_help as _h
-from fleetgen.run.config import ReportSection
-
-# --html is the job file's report.html; the other flags have no field there.
-BINDINGS = {"report": Binding(ReportSection)}
-
 
 def cmd_report(
     outdir: Annotated[Path, typer.Argument(help="Output directory of `fleetgen generate`.")],
-    html: Annotated[bool, typer.Option("--html", help=_h(ReportSection, "html"))] = _d(ReportSection, "html"),
+    html: Annotated[bool, typer.Option("--html", help="Also write report.html next to report.md.")] = False,
     dest: Annotated[Optional[Path], typer.Option("--dest", help="Where the report goes; default OUTDIR/report.")] = None,
     mix_report: Annotated[
         Optional[Path], typer.Option("--mix-report", help="The --report directory (or summary.json) of `fleetgen mix`, for target shares.")
