@@ -33,6 +33,11 @@ _report.register(app)
 _run.register(app)
 _plan.register(app)
 
+# Command name -> which config fields its options set (docs/config-reference.md and the defaults test read it).
+BINDINGS = {
+    **_fleet.BINDINGS, **_doctor.BINDINGS, **_mix.BINDINGS, **_generate.BINDINGS, **_export.BINDINGS, **_run.BINDINGS,
+}
+
 
 def main() -> None:
     run_guarded(app)

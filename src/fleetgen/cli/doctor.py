@@ -9,22 +9,29 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from fleetgen.cli._config import Binding
+from fleetgen.cli._config import choices as _c
+from fleetgen.cli._config import default as _d
 from fleetgen.config import field_help
 from fleetgen.doctor.config import DoctorConfig
 from fleetgen.doctor.report import DoctorReport, Status
 
 # The checks (and what they import: the fleet, psutil, aiohttp) load when the command runs.
+D = DoctorConfig
+BINDINGS = {"doctor": Binding(DoctorConfig, {"engine_arg": "engine_args"})}
 _STYLE = {Status.OK: "green", Status.SKIP: "dim", Status.WARN: "yellow", Status.FAIL: "bold red"}
 
 
 def doctor(
-    engine: Annotated[Optional[str], typer.Option(help=field_help(DoctorConfig, "engine"))] = None,
-    model: Annotated[Optional[str], typer.Option(help=field_help(DoctorConfig, "model"))] = None,
-    python: Annotated[Optional[str], typer.Option(help=field_help(DoctorConfig, "python"))] = None,
-    tp: Annotated[int, typer.Option(help=field_help(DoctorConfig, "tp"))] = 1,
-    mem_fraction: Annotated[float, typer.Option(help=field_help(DoctorConfig, "mem_fraction"))] = 0.85,
-    max_running_requests: Annotated[Optional[int], typer.Option(help=field_help(DoctorConfig, "max_running_requests"))] = None,
-    context_length: Annotated[Optional[int], typer.Option(help=field_help(DoctorConfig, "context_length"))] = None,
+    engine: Annotated[Optional[str], typer.Option(metavar=_c(D, "engine"), help=field_help(D, "engine"))] = _d(D, "engine"),
+    model: Annotated[Optional[str], typer.Option(help=field_help(D, "model"))] = _d(D, "model"),
+    python: Annotated[Optional[str], typer.Option(help=field_help(D, "python"))] = _d(D, "python"),
+    tp: Annotated[int, typer.Option(help=field_help(D, "tp"))] = _d(D, "tp"),
+    mem_fraction: Annotated[float, typer.Option(help=field_help(D, "mem_fraction"))] = _d(D, "mem_fraction"),
+    max_running_requests: Annotated[
+        Optional[int], typer.Option(help=field_help(D, "max_running_requests"))
+    ] = _d(D, "max_running_requests"),
+    context_length: Annotated[Optional[int], typer.Option(help=field_help(D, "context_length"))] = _d(D, "context_length"),
     engine_arg: Annotated[Optional[list[str]], typer.Option("--engine-arg", help=field_help(DoctorConfig, "engine_args") + " Repeatable.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON (schema: docs/doctor.md).")] = False,
     fix: Annotated[Optional[Path], typer.Option("--fix", help="Write an env script and a CUDA_HOME overlay to this directory.")] = None,

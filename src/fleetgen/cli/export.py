@@ -1,4 +1,4 @@
-"""`fleetgen export OUTDIR --format specforge|sharegpt|openai|tokens|speculators -o FILE_OR_DIR`: parse flags, call `export`."""
+"""`fleetgen export OUTDIR --format FORMAT -o FILE_OR_DIR`: parse flags, call `export`."""
 
 from __future__ import annotations
 
@@ -9,9 +9,17 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from fleetgen.cli._config import Binding, typed
+from fleetgen.cli._config import choices as _c
+from fleetgen.cli._config import default as _d
 from fleetgen.config import field_help as _h
 from fleetgen.errors import ConfigError
-from fleetgen.export.config import ExportConfig
+from fleetgen.export import ExportConfig
+
+E = ExportConfig
+BINDINGS = {
+    "export": Binding(ExportConfig, {"finish_reason": "finish_reasons"}, derived={"split": "eval_fraction"}),
+}
 
 console = Console(stderr=True, highlight=False)
 
@@ -29,37 +37,58 @@ def _parse_split(text: str | None) -> float:
         raise ConfigError(f"--split {text!r}: {value!r} is not a number", hint="e.g. --split eval=0.02") from None
 
 
+def _renamed_reasoning(ctx: typer.Context, new: str, old: str) -> str:
+    """export's `--reasoning` was renamed (generate's `--reasoning` takes other words); the old spelling works one release."""
+    if typed(ctx, "reasoning") and new != old:
+        raise ConfigError(
+            f"--reasoning {old} and --reasoning-in-data {new} disagree", hint="give --reasoning-in-data only"
+        )
+    console.print("note: export --reasoning is now --reasoning-in-data (the old spelling goes in the next release)")
+    return old
+
+
 def cmd_export(
-    results_dir: Annotated[Path, typer.Argument(help=_h(ExportConfig, "results_dir"))],
-    output: Annotated[Path, typer.Option("--output", "-o", help=_h(ExportConfig, "output"))],
-    format: Annotated[str, typer.Option("--format", help=_h(ExportConfig, "format"))] = "specforge",
-    tokenizer: Annotated[Optional[str], typer.Option(help=_h(ExportConfig, "tokenizer"))] = None,
+    ctx: typer.Context,
+    results_dir: Annotated[Path, typer.Argument(help=_h(E, "results_dir"))],
+    output: Annotated[Path, typer.Option("--output", "-o", help=_h(E, "output"))],
+    format: Annotated[str, typer.Option("--format", metavar=_c(E, "format"), help=_h(E, "format"))] = _d(E, "format"),
+    tokenizer: Annotated[Optional[str], typer.Option(help=_h(E, "tokenizer"))] = _d(E, "tokenizer"),
     split: Annotated[
-        Optional[str], typer.Option(help="Eval split as eval=FRACTION; " + _h(ExportConfig, "eval_fraction"))
+        Optional[str], typer.Option(metavar="eval=FRACTION", help="Eval split as eval=FRACTION; " + _h(E, "eval_fraction"))
     ] = None,
-    split_salt: Annotated[str, typer.Option(help=_h(ExportConfig, "split_salt"))] = "fleetgen",
-    reasoning: Annotated[str, typer.Option(help=_h(ExportConfig, "reasoning"))] = "train",
+    split_salt: Annotated[str, typer.Option(help=_h(E, "split_salt"))] = _d(E, "split_salt"),
+    reasoning: Annotated[
+        str, typer.Option("--reasoning-in-data", metavar=_c(E, "reasoning"), help=_h(E, "reasoning"))
+    ] = _d(E, "reasoning"),
+    old_reasoning: Annotated[
+        Optional[str],
+        typer.Option("--reasoning", metavar=_c(E, "reasoning"), hidden=True, help="Deprecated: --reasoning-in-data."),
+    ] = None,
     finish_reason: Annotated[
-        Optional[list[str]], typer.Option("--finish-reason", help=_h(ExportConfig, "finish_reasons") + " (repeatable)")
-    ] = None,
-    min_supervised_tokens: Annotated[int, typer.Option(help=_h(ExportConfig, "min_supervised_tokens"))] = 0,
-    keep_think_markers: Annotated[
-        bool, typer.Option("--keep-think-markers", help="Turn off: " + _h(ExportConfig, "drop_think_markers"))
-    ] = False,
-    max_length: Annotated[Optional[int], typer.Option(help=_h(ExportConfig, "max_length"))] = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help=_h(ExportConfig, "overwrite"))] = False,
+        Optional[list[str]], typer.Option("--finish-reason", help=_h(E, "finish_reasons") + " (repeatable)")
+    ] = _d(E, "finish_reasons"),
+    min_supervised_tokens: Annotated[
+        int, typer.Option(help=_h(E, "min_supervised_tokens"))
+    ] = _d(E, "min_supervised_tokens"),
+    drop_think_markers: Annotated[
+        bool, typer.Option("--drop-think-markers/--keep-think-markers", help=_h(E, "drop_think_markers"))
+    ] = _d(E, "drop_think_markers"),
+    max_length: Annotated[Optional[int], typer.Option(help=_h(E, "max_length"))] = _d(E, "max_length"),
+    overwrite: Annotated[bool, typer.Option("--overwrite", help=_h(E, "overwrite"))] = _d(E, "overwrite"),
     require_token_ids: Annotated[
-        bool, typer.Option("--require-token-ids", help=_h(ExportConfig, "require_token_ids"))
-    ] = False,
+        bool, typer.Option("--require-token-ids", help=_h(E, "require_token_ids"))
+    ] = _d(E, "require_token_ids"),
 ) -> None:
     """Write drafter-training data from a generate run: SpecForge/ShareGPT/OpenAI JSONL or token ids + loss mask."""
     from fleetgen.config import validate
     from fleetgen.export import export
 
+    if old_reasoning is not None:
+        reasoning = _renamed_reasoning(ctx, reasoning, old_reasoning)
     data = {
         "results_dir": results_dir, "output": output, "format": format, "tokenizer": tokenizer,
         "eval_fraction": _parse_split(split), "split_salt": split_salt, "reasoning": reasoning,
-        "min_supervised_tokens": min_supervised_tokens, "drop_think_markers": not keep_think_markers,
+        "min_supervised_tokens": min_supervised_tokens, "drop_think_markers": drop_think_markers,
         "max_length": max_length, "overwrite": overwrite, "require_token_ids": require_token_ids,
     }
     if finish_reason:

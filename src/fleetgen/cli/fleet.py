@@ -14,8 +14,11 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
+from fleetgen.cli._config import Binding
+from fleetgen.cli._config import choices as _c
+from fleetgen.cli._config import default as _d
 from fleetgen.config import field_help as _h
-from fleetgen.fleet.config import DEFAULT_STATE_DIR, FleetConfig
+from fleetgen.fleet import FleetConfig
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -28,6 +31,10 @@ def _console():
 
     return Console(stderr=True, soft_wrap=True)
 
+F = FleetConfig
+_FIELD_OF = {"startup_timeout": "startup_timeout_s", "state": "state_dir", "grace": "stop_grace_s"}
+BINDINGS = {name: Binding(FleetConfig, _FIELD_OF) for name in ("up", "status", "down")}
+
 StateOpt = Annotated[Path, typer.Option("--state", help=_h(FleetConfig, "state_dir"))]
 ApiKeyOpt = Annotated[
     Optional[str], typer.Option("--api-key", envvar="FLEETGEN_API_KEY", show_envvar=True, help=_h(FleetConfig, "api_key"))
@@ -36,25 +43,27 @@ ApiKeyOpt = Annotated[
 
 def cmd_up(
     ctx: typer.Context,
-    engine: Annotated[str, typer.Option(help=_h(FleetConfig, "engine"))] = "vllm",
-    model: Annotated[str, typer.Option(help=_h(FleetConfig, "model"))] = "smollm2",
-    replicas: Annotated[Optional[int], typer.Option(help=_h(FleetConfig, "replicas"))] = None,
-    gpus: Annotated[str, typer.Option(help=_h(FleetConfig, "gpus"))] = "all",
-    tp: Annotated[int, typer.Option(help=_h(FleetConfig, "tp"))] = 1,
-    replicas_per_gpu: Annotated[int, typer.Option(help=_h(FleetConfig, "replicas_per_gpu"))] = 1,
-    host: Annotated[str, typer.Option(help=_h(FleetConfig, "host"))] = "127.0.0.1",
-    port_base: Annotated[int, typer.Option(help=_h(FleetConfig, "port_base"))] = 30000,
-    max_running_requests: Annotated[Optional[int], typer.Option(help=_h(FleetConfig, "max_running_requests"))] = None,
-    context_length: Annotated[Optional[int], typer.Option(help=_h(FleetConfig, "context_length"))] = None,
-    enforce_eager: Annotated[bool, typer.Option(help=_h(FleetConfig, "enforce_eager"))] = False,
-    tool_call_parser: Annotated[Optional[str], typer.Option(help=_h(FleetConfig, "tool_call_parser"))] = None,
-    python: Annotated[Optional[str], typer.Option(help=_h(FleetConfig, "python"))] = None,
-    doctor: Annotated[bool, typer.Option(help=_h(FleetConfig, "doctor"))] = True,
-    fix_dir: Annotated[Optional[Path], typer.Option(help=_h(FleetConfig, "fix_dir"))] = None,
-    startup_timeout: Annotated[float, typer.Option(help=_h(FleetConfig, "startup_timeout_s"))] = 1200,
-    ray: Annotated[Optional[str], typer.Option("--ray", metavar="ADDRESS|auto", help=_h(FleetConfig, "ray"))] = None,
-    state: StateOpt = DEFAULT_STATE_DIR,
-    api_key: ApiKeyOpt = None,
+    engine: Annotated[str, typer.Option(metavar=_c(F, "engine"), help=_h(F, "engine"))] = _d(F, "engine"),
+    model: Annotated[str, typer.Option(help=_h(F, "model"))] = _d(F, "model"),
+    replicas: Annotated[Optional[int], typer.Option(help=_h(F, "replicas"))] = _d(F, "replicas"),
+    gpus: Annotated[str, typer.Option(help=_h(F, "gpus"))] = _d(F, "gpus"),
+    tp: Annotated[int, typer.Option(help=_h(F, "tp"))] = _d(F, "tp"),
+    replicas_per_gpu: Annotated[int, typer.Option(help=_h(F, "replicas_per_gpu"))] = _d(F, "replicas_per_gpu"),
+    host: Annotated[str, typer.Option(help=_h(F, "host"))] = _d(F, "host"),
+    port_base: Annotated[int, typer.Option(help=_h(F, "port_base"))] = _d(F, "port_base"),
+    max_running_requests: Annotated[
+        Optional[int], typer.Option(help=_h(F, "max_running_requests"))
+    ] = _d(F, "max_running_requests"),
+    context_length: Annotated[Optional[int], typer.Option(help=_h(F, "context_length"))] = _d(F, "context_length"),
+    enforce_eager: Annotated[bool, typer.Option(help=_h(F, "enforce_eager"))] = _d(F, "enforce_eager"),
+    tool_call_parser: Annotated[Optional[str], typer.Option(help=_h(F, "tool_call_parser"))] = _d(F, "tool_call_parser"),
+    python: Annotated[Optional[str], typer.Option(help=_h(F, "python"))] = _d(F, "python"),
+    doctor: Annotated[bool, typer.Option(help=_h(F, "doctor"))] = _d(F, "doctor"),
+    fix_dir: Annotated[Optional[Path], typer.Option(help=_h(F, "fix_dir"))] = _d(F, "fix_dir"),
+    startup_timeout: Annotated[float, typer.Option(help=_h(F, "startup_timeout_s"))] = _d(F, "startup_timeout_s"),
+    ray: Annotated[Optional[str], typer.Option("--ray", metavar="ADDRESS|auto", help=_h(F, "ray"))] = _d(F, "ray"),
+    state: StateOpt = _d(F, "state_dir"),
+    api_key: ApiKeyOpt = _d(F, "api_key"),
     config: Annotated[Optional[Path], typer.Option(help="YAML file with a fleet config; flags given override it.")] = None,
 ) -> None:
     """Start a data-parallel fleet and return once every replica is verified. Engine flags go after `--`."""
@@ -71,7 +80,7 @@ def cmd_up(
         "enforce_eager": enforce_eager, "tool_call_parser": tool_call_parser, "python": python, "doctor": doctor, "fix_dir": fix_dir,
         "startup_timeout": startup_timeout, "state": state, "api_key": api_key, "ray": ray,
     }
-    base = merge_flags(ctx, flags, config, {"startup_timeout": "startup_timeout_s", "state": "state_dir"})
+    base = merge_flags(ctx, flags, config, _FIELD_OF)
     if ctx.args:
         base["engine_args"] = list(base.get("engine_args") or []) + list(ctx.args)
     cfg = validate(FleetConfig, base, source=f"{config} and flags" if config else "flags")
@@ -124,7 +133,7 @@ async def _up_with_live_view(cfg: FleetConfig, console):
 
 
 def cmd_status(
-    state: StateOpt = DEFAULT_STATE_DIR,
+    state: StateOpt = _d(F, "state_dir"),
     api_key: ApiKeyOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:
@@ -204,8 +213,8 @@ def _fmt(v: float | None) -> str:
 
 
 def cmd_down(
-    state: StateOpt = DEFAULT_STATE_DIR,
-    grace: Annotated[float, typer.Option(help=_h(FleetConfig, "stop_grace_s"))] = 20.0,
+    state: StateOpt = _d(F, "state_dir"),
+    grace: Annotated[float, typer.Option(help=_h(F, "stop_grace_s"))] = _d(F, "stop_grace_s"),
 ) -> None:
     """Stop the fleet (SIGTERM, then SIGKILL after the grace period); safe to run twice."""
     from fleetgen.fleet.stop import down

@@ -11,13 +11,15 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from fleetgen.cli._config import merge_flags
+from fleetgen.cli._config import Binding, merge_flags
+from fleetgen.cli._config import choices as _c
+from fleetgen.cli._config import default as _d
 from fleetgen.cli._wide import print_whole
 from fleetgen.config import field_help as _h
 from fleetgen.config import validate
 from fleetgen.errors import ConfigError
 # Only the config and two light modules at module level: the runner (aiohttp, the journal) loads when the command runs.
-from fleetgen.generate.config import GenerateConfig
+from fleetgen.generate import GenerateConfig
 from fleetgen.rows.stats_file import describe_silence
 from fleetgen.rows.token_ids import MISSING
 
@@ -26,60 +28,76 @@ if TYPE_CHECKING:
 
 console = Console(stderr=True)
 
+G = GenerateConfig
 # CLI flag -> config field, where the names differ.
 _FIELD_OF = {"output": "output_dir", "fleet": "fleet_state", "endpoint": "endpoints"}
+BINDINGS = {"generate": Binding(GenerateConfig, _FIELD_OF, derived={"profiles": "profiles"})}
+# One panel of --help for the flags that split a job: --shards N runs all N here, --shard i/N is one of them.
+_PARTS = "Partitioning"
 
 
 def cmd_generate(
     ctx: typer.Context,
-    prompts: Annotated[Path, typer.Argument(help=_h(GenerateConfig, "prompts"))],
-    output: Annotated[Path, typer.Option("--output", "-o", help=_h(GenerateConfig, "output_dir"))],
-    fleet: Annotated[Optional[Path], typer.Option("--fleet", help=_h(GenerateConfig, "fleet_state"))] = None,
-    endpoint: Annotated[Optional[list[str]], typer.Option("--endpoint", help=_h(GenerateConfig, "endpoints"))] = None,
-    model: Annotated[Optional[str], typer.Option(help=_h(GenerateConfig, "model"))] = None,
-    samples: Annotated[int, typer.Option(help=_h(GenerateConfig, "samples"))] = 1,
-    max_tokens: Annotated[int, typer.Option(help=_h(GenerateConfig, "max_tokens"))] = 2048,
-    temperature: Annotated[float, typer.Option(help=_h(GenerateConfig, "temperature"))] = 0.7,
-    top_p: Annotated[float, typer.Option(help=_h(GenerateConfig, "top_p"))] = 1.0,
-    seed: Annotated[Optional[int], typer.Option(help=_h(GenerateConfig, "seed"))] = None,
-    concurrency: Annotated[str, typer.Option(help=_h(GenerateConfig, "concurrency"))] = "auto",
+    prompts: Annotated[Path, typer.Argument(help=_h(G, "prompts"))],
+    output: Annotated[Path, typer.Option("--output", "-o", help=_h(G, "output_dir"))],
+    fleet: Annotated[Optional[Path], typer.Option("--fleet", help=_h(G, "fleet_state"))] = _d(G, "fleet_state"),
+    endpoint: Annotated[Optional[list[str]], typer.Option("--endpoint", help=_h(G, "endpoints"))] = None,
+    model: Annotated[Optional[str], typer.Option(help=_h(G, "model"))] = _d(G, "model"),
+    samples: Annotated[int, typer.Option(help=_h(G, "samples"))] = _d(G, "samples"),
+    max_tokens: Annotated[int, typer.Option(help=_h(G, "max_tokens"))] = _d(G, "max_tokens"),
+    temperature: Annotated[float, typer.Option(help=_h(G, "temperature"))] = _d(G, "temperature"),
+    top_p: Annotated[float, typer.Option(help=_h(G, "top_p"))] = _d(G, "top_p"),
+    seed: Annotated[Optional[int], typer.Option(help=_h(G, "seed"))] = _d(G, "seed"),
+    concurrency: Annotated[str, typer.Option(metavar="auto|N", help=_h(G, "concurrency"))] = _d(G, "concurrency"),
     profiles: Annotated[
         Optional[Path],
-        typer.Option("--profiles", help="YAML or JSON file holding the profiles list. " + _h(GenerateConfig, "profiles")),
+        typer.Option("--profiles", help="YAML or JSON file holding the profiles list. " + _h(G, "profiles")),
     ] = None,
-    reasoning: Annotated[str, typer.Option(help=_h(GenerateConfig, "reasoning"))] = "save",
-    truncation: Annotated[str, typer.Option(help=_h(GenerateConfig, "truncation"))] = "keep",
-    history_reasoning: Annotated[str, typer.Option(help=_h(GenerateConfig, "history_reasoning"))] = "template",
-    tokenizer: Annotated[Optional[str], typer.Option(help=_h(GenerateConfig, "tokenizer"))] = None,
-    tool_match: Annotated[str, typer.Option(help=_h(GenerateConfig, "tool_match"))] = "arguments",
-    context_length: Annotated[Optional[int], typer.Option(help=_h(GenerateConfig, "context_length"))] = None,
-    dispatch: Annotated[str, typer.Option(help=_h(GenerateConfig, "dispatch"))] = "least-outstanding",
-    prefix_affinity: Annotated[bool, typer.Option(help=_h(GenerateConfig, "prefix_affinity"))] = True,
-    prefix_routing: Annotated[bool, typer.Option(help=_h(GenerateConfig, "prefix_routing"))] = True,
-    hedge: Annotated[bool, typer.Option(help=_h(GenerateConfig, "hedge"))] = True,
-    retry_errors: Annotated[bool, typer.Option("--retry-errors", help=_h(GenerateConfig, "retry_errors"))] = False,
-    token_ids: Annotated[bool, typer.Option(help=_h(GenerateConfig, "token_ids"))] = True,
+    reasoning: Annotated[str, typer.Option(metavar=_c(G, "reasoning"), help=_h(G, "reasoning"))] = _d(G, "reasoning"),
+    truncation: Annotated[str, typer.Option(metavar=_c(G, "truncation"), help=_h(G, "truncation"))] = _d(G, "truncation"),
+    history_reasoning: Annotated[
+        str, typer.Option(metavar=_c(G, "history_reasoning"), help=_h(G, "history_reasoning"))
+    ] = _d(G, "history_reasoning"),
+    tokenizer: Annotated[Optional[str], typer.Option(help=_h(G, "tokenizer"))] = _d(G, "tokenizer"),
+    tool_match: Annotated[str, typer.Option(metavar=_c(G, "tool_match"), help=_h(G, "tool_match"))] = _d(G, "tool_match"),
+    context_length: Annotated[Optional[int], typer.Option(help=_h(G, "context_length"))] = _d(G, "context_length"),
+    dispatch: Annotated[str, typer.Option(metavar=_c(G, "dispatch"), help=_h(G, "dispatch"))] = _d(G, "dispatch"),
+    prefix_affinity: Annotated[bool, typer.Option(help=_h(G, "prefix_affinity"))] = _d(G, "prefix_affinity"),
+    prefix_routing: Annotated[bool, typer.Option(help=_h(G, "prefix_routing"))] = _d(G, "prefix_routing"),
+    hedge: Annotated[bool, typer.Option(help=_h(G, "hedge"))] = _d(G, "hedge"),
+    retry_errors: Annotated[bool, typer.Option("--retry-errors", help=_h(G, "retry_errors"))] = _d(G, "retry_errors"),
+    token_ids: Annotated[bool, typer.Option(help=_h(G, "token_ids"))] = _d(G, "token_ids"),
     require_token_ids: Annotated[
-        bool, typer.Option("--require-token-ids", help=_h(GenerateConfig, "require_token_ids"))
-    ] = False,
-    force: Annotated[bool, typer.Option("--force", help=_h(GenerateConfig, "force"))] = False,
-    metrics_port: Annotated[Optional[int], typer.Option(help=_h(GenerateConfig, "metrics_port"))] = None,
-    metrics_host: Annotated[str, typer.Option(help=_h(GenerateConfig, "metrics_host"))] = "127.0.0.1",
+        bool, typer.Option("--require-token-ids", help=_h(G, "require_token_ids"))
+    ] = _d(G, "require_token_ids"),
+    force: Annotated[bool, typer.Option("--force", help=_h(G, "force"))] = _d(G, "force"),
+    metrics_port: Annotated[Optional[int], typer.Option(help=_h(G, "metrics_port"))] = _d(G, "metrics_port"),
+    metrics_host: Annotated[str, typer.Option(help=_h(G, "metrics_host"))] = _d(G, "metrics_host"),
     metrics_allow_remote: Annotated[
-        bool, typer.Option("--metrics-allow-remote", help=_h(GenerateConfig, "metrics_allow_remote"))
-    ] = False,
-    shard: Annotated[Optional[str], typer.Option("--shard", help=_h(GenerateConfig, "shard"))] = None,
-    shards: Annotated[Optional[int], typer.Option("--shards", help=_h(GenerateConfig, "shards"))] = None,
-    replica_slice: Annotated[Optional[str], typer.Option(help=_h(GenerateConfig, "replica_slice"))] = None,
-    shard_runner: Annotated[str, typer.Option(help=_h(GenerateConfig, "shard_runner"))] = "auto",
-    shard_retries: Annotated[int, typer.Option(help=_h(GenerateConfig, "shard_retries"))] = 3,
-    event_loop: Annotated[str, typer.Option(help=_h(GenerateConfig, "event_loop"))] = "asyncio",
-    warmup: Annotated[bool, typer.Option(help=_h(GenerateConfig, "warmup"))] = True,
-    warmup_timeout_s: Annotated[float, typer.Option(help=_h(GenerateConfig, "warmup_timeout_s"))] = 900.0,
+        bool, typer.Option("--metrics-allow-remote", help=_h(G, "metrics_allow_remote"))
+    ] = _d(G, "metrics_allow_remote"),
+    shard: Annotated[
+        Optional[str], typer.Option("--shard", metavar="i/N", help=_h(G, "shard"), rich_help_panel=_PARTS)
+    ] = _d(G, "shard"),
+    shards: Annotated[
+        Optional[int], typer.Option("--shards", metavar="N", help=_h(G, "shards"), rich_help_panel=_PARTS)
+    ] = _d(G, "shards"),
+    replica_slice: Annotated[
+        Optional[str], typer.Option(metavar="i/N", help=_h(G, "replica_slice"), rich_help_panel=_PARTS)
+    ] = _d(G, "replica_slice"),
+    shard_runner: Annotated[
+        str, typer.Option(metavar=_c(G, "shard_runner"), help=_h(G, "shard_runner"), rich_help_panel=_PARTS)
+    ] = _d(G, "shard_runner"),
+    shard_retries: Annotated[
+        int, typer.Option(help=_h(G, "shard_retries"), rich_help_panel=_PARTS)
+    ] = _d(G, "shard_retries"),
+    event_loop: Annotated[str, typer.Option(metavar=_c(G, "event_loop"), help=_h(G, "event_loop"))] = _d(G, "event_loop"),
+    warmup: Annotated[bool, typer.Option(help=_h(G, "warmup"))] = _d(G, "warmup"),
+    warmup_timeout_s: Annotated[float, typer.Option(help=_h(G, "warmup_timeout_s"))] = _d(G, "warmup_timeout_s"),
     api_key: Annotated[
         Optional[str],
-        typer.Option("--api-key", envvar="FLEETGEN_API_KEY", show_envvar=True, help=_h(GenerateConfig, "api_key")),
-    ] = None,
+        typer.Option("--api-key", envvar="FLEETGEN_API_KEY", show_envvar=True, help=_h(G, "api_key")),
+    ] = _d(G, "api_key"),
     config: Annotated[
         Optional[Path], typer.Option(help="YAML file with a generate config (any field); flags given override it.")
     ] = None,

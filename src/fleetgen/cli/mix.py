@@ -9,11 +9,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from fleetgen.cli._config import Binding
 from fleetgen.config import field_help as _h
 from fleetgen.errors import ConfigError
 from fleetgen.mix.recipe import MixRecipe
 
 console = Console(stderr=True, highlight=False)
+# --seed and --total change what the recipe says only when given.
+BINDINGS = {"mix": Binding(MixRecipe, overrides=frozenset({"seed", "total"}))}
 
 
 def cmd_mix(

@@ -10,14 +10,20 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from fleetgen.cli._config import Binding
 from fleetgen.config import field_help as _h
 from fleetgen.config import validate
-from fleetgen.generate.config import GenerateConfig
+from fleetgen.generate import GenerateConfig
 
 if TYPE_CHECKING:
     from fleetgen.run import RunEvent
 
 console = Console(stderr=True, soft_wrap=True)
+
+# The metrics flags set generate.metrics_* of the job file, and only when given.
+BINDINGS = {
+    "run": Binding(GenerateConfig, overrides=frozenset({"metrics_port", "metrics_host"})),
+}
 
 _STYLE = {"start": "bold", "done": "green", "skip": "dim", "invalidated": "yellow", "info": ""}
 

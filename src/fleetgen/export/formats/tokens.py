@@ -191,7 +191,7 @@ class TokensFormat(Format):
     def _reasoning_removed(self, rec: dict[str, Any], assistants: list[dict[str, Any]], turns: list[Any]) -> bool:
         """Whether the rows must lack reasoning the ids may hold, so the ids cannot be the rows.
 
-        That is `--reasoning drop` with reasoning on a turn, or a run whose policy kept sampled reasoning
+        That is `--reasoning-in-data drop` with reasoning on a turn, or a run whose policy kept sampled reasoning
         out of the row: `strip`, or `off` (a target that thinks anyway has its reasoning dropped too). The
         policy is the row's own (`sampling.reasoning`), else job.json's (rows of profile runs written
         before rows recorded it); every run fleetgen wrote records one of the two. The ids hold reasoning

@@ -160,23 +160,25 @@ class GenerateConfig(StrictModel):
     shard: str | None = Field(
         None, pattern=r"^\d+/\d+$",
         description=(
-            "i/N: this process does shard i of N (0-based) of the prompt ids, chosen by a hash of the id, into its "
-            "own journal files in the shared output directory; run N processes (any machines) to cover the job."
+            "i/N: this process runs one shard, i of N (0-based): the prompt ids whose hash falls in it, into its own "
+            "journal files in the shared output directory. You start the N processes (any machines) to cover the "
+            "job; `shards` (--shards N) starts all N from one command instead."
         ),
     )
     replica_slice: str | None = Field(
         None, pattern=r"^\d+/\d+$",
         description=(
-            "i/N: drive only the replicas at positions i, i+N, ... of the fleet state (or the --endpoint list), each "
-            "with its whole window; `shards` gives shard i slice i/N when there are at least N replicas."
+            "i/N: which replicas this process drives: those at positions i, i+N, ... of the fleet state (or the "
+            "--endpoint list), each with its whole window; pair it with `shard` (--shard i/N) so hand-run shards do not "
+            "share replicas. `shards` sets it for each of its shards when there are at least N replicas."
         ),
     )
     shards: int | None = Field(
         None, ge=1,
         description=(
-            "Run the whole job from this one command as N shards at once (shard i/N each, into the same output "
-            "directory; the per-replica window is split among them); a shard that dies is started again and resumes "
-            "from its own journal."
+            "N: run the whole job from this one command as N shards at once, each the `shard` i/N a hand-run process "
+            "would be (same output directory; each its replica_slice i/N when there are at least N replicas, else the "
+            "per-replica window split among them); a shard that dies is started again and resumes from its own journal."
         ),
     )
     shard_runner: ShardRunner = Field(
