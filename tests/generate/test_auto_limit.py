@@ -77,14 +77,35 @@ def test_preemption_cuts_once_per_hold_and_growth_resumes_after_it():
     assert c.update(Reading(running=grown, waiting=0, kv_usage=0.8, preempted=1), in_flight=grown) == math.floor(grown * 0.7)
 
 
-def test_a_full_kv_cache_holds_and_growth_stops_short_of_the_kv_target():
+def test_a_full_kv_cache_adds_only_a_queue_and_growth_stops_short_of_the_kv_target():
     c, clock = controller(start=40)
     clock.t += 1
     p = LimitPolicy()
-    assert c.update(Reading(running=40, waiting=0, kv_usage=p.kv_high), in_flight=40) == 40
+    # the cache is full: the engine admits from its queue as it frees, so a queue of 25% is added, no more
+    assert c.update(Reading(running=40, waiting=0, kv_usage=p.kv_high), in_flight=40) == 40 + p.queue_target(40, kv_full=True) == 50
     clock.t += 1
+    assert c.update(Reading(running=40, waiting=10, kv_usage=1.0), in_flight=50) == 50
+    assert c.last_reason == "queue at target"
+    # a wave of completions: the queue doubles for a moment, within the dead band: no cut
+    clock.t += 1
+    assert c.update(Reading(running=38, waiting=12, kv_usage=1.0), in_flight=50) == 50
+    c2, clock2 = controller(start=40)
+    clock2.t += 1
     # 40 requests use 50% of the cache: doubling would need 100%; stop where kv_target (90%) is projected
-    assert c.update(Reading(running=40, waiting=0, kv_usage=0.5), in_flight=40) == 40 + math.floor(40 * (p.kv_target / 0.5 - 1)) == 72
+    assert c2.update(Reading(running=40, waiting=0, kv_usage=0.5), in_flight=40) == 40 + math.floor(40 * (p.kv_target / 0.5 - 1)) == 72
+
+
+def test_a_full_kv_cache_holds_while_a_level_near_it_preempted_lately_then_tries_again():
+    c, clock = controller(start=100, hold_s=3.0)
+    clock.t += 1
+    assert c.update(Reading(running=100, waiting=0, kv_usage=1.0, preempted=4), in_flight=100) == 70
+    for _ in range(20):  # back up to 90% of the level that preempted, then the full cache holds it there
+        clock.t += 1
+        c.update(Reading(running=c.limit, waiting=0, kv_usage=1.0 if c.limit >= 90 else 0.8), in_flight=c.limit)
+    assert c.limit == 90 and c.last_reason == "kv cache full"
+    clock.t += LimitPolicy().forget_s  # a minute without preemption: the level is forgotten, a queue is tried
+    assert c.update(Reading(running=90, waiting=0, kv_usage=1.0), in_flight=90) > 90
+    assert c.congested_at is None
 
 
 def test_limits_stay_within_floor_and_ceiling():
@@ -141,6 +162,26 @@ def test_it_follows_the_answers_getting_longer_and_settles_without_preemption():
     assert sum(r.preempted for r in tail) == 0  # ...and settles where nothing is preempted
     assert all(r.running >= 0.7 * 64 for r in tail)  # while the engine stays busy
     assert c.limit <= 64 + LimitPolicy().queue_target(64)
+
+
+class ReservingEngine(SimEngine):
+    """A toy SGLang: it admits only what its cache holds at full length (it reserves the answer's room), so a
+    full cache queues and never preempts."""
+
+    def read(self, in_flight: int) -> Reading:
+        running = min(in_flight, self.max_running, self.kv_tokens // self.answer)
+        return Reading(running=running, waiting=in_flight - running, kv_usage=running * self.answer / self.kv_tokens)
+
+
+def test_an_engine_whose_full_cache_queues_keeps_a_queue_at_the_full_target_and_holds_steady():
+    c, clock = controller(start=16)
+    engine = ReservingEngine(max_running=1024, kv_tokens=65_536, answer=1024)  # 64 fit
+    readings = run_sim(c, clock, engine, 40)
+    tail = readings[-10:]
+    target = LimitPolicy().queue_target(64, kv_full=True)
+    assert all(r.running == 64 and r.preempted == 0 for r in tail)
+    assert all(target <= r.waiting <= LimitPolicy().cut_queue_factor * target for r in tail)
+    assert len({r.waiting for r in tail}) == 1  # steady: no cut-and-grow cycle
 
 
 def test_requests_the_engine_has_not_taken_in_yet_neither_cut_nor_grow_the_limit():

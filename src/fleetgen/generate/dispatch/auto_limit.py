@@ -4,12 +4,15 @@ A fixed limit is a guess: too low leaves the engine's batch half empty, too high
 waiting queue and, on long answers, its KV cache, which then preempts (recomputes) running
 requests. The controller keeps the engine busy with a short queue and no preemption:
 
-- the engine queues more than a short queue (`waiting` above `queue_target`) and its batch stopped
-  growing: it runs all it can,
-  so the limit comes down to our share of what it runs plus that short queue;
+- the engine queues well over a short queue (`waiting` above `cut_queue_factor` x `queue_target`: a
+  wave of completions refills the queue for a moment) and its batch stopped growing: it runs all it
+  can, so the limit comes down to our share of what it runs plus that short queue;
 - it preempted requests since the last reading: the limit is cut (x `backoff`), once per `hold_s` and
   only once what is in flight has drained to the limit; that level is then approached slowly;
-- its KV cache is nearly full (`kv_high`): the limit holds;
+- its KV cache is nearly full (`kv_high`): it runs all its cache holds and admits from its queue as
+  the cache frees, so only a queue is added (`full_queue_fraction`, deeper: one finished long answer
+  frees room for several new requests at once); unless a level near this one preempted lately
+  (`congested_at`, forgotten after `forget_s` without preemption), then the limit holds;
 - an engine that reports no waiting queue keeps the starting limit (nothing says when it is full),
   and none grows while much of what we sent has not reached its scheduler yet (a front-end backlog);
 - otherwise, while we are what limits it (our in-flight requests at the limit), the limit grows:
@@ -49,15 +52,18 @@ class LimitPolicy:
     ceiling: int = 1024
     queue_min: int = 4  # the engine's waiting queue we aim for: max(queue_min, queue_fraction x running)
     queue_fraction: float = 0.125
+    full_queue_fraction: float = 0.25  # the same once its KV cache is full (`kv_high`)
+    cut_queue_factor: float = 2.0
     backoff: float = 0.7
     grow_fraction: float = 0.125
     kv_high: float = 0.95
     kv_target: float = 0.9
     hold_s: float = 3.0  # after a cut, no growth and no second cut for this long (the cut takes effect slowly)
     near_congestion: float = 0.9  # past this share of the level that last preempted, grow by 1 per hold_s
+    forget_s: float = 60.0  # a level that preempted is approached slowly for this long after its last preemption
 
-    def queue_target(self, running: float) -> int:
-        return max(self.queue_min, math.ceil(self.queue_fraction * running))
+    def queue_target(self, running: float, kv_full: bool = False) -> int:
+        return max(self.queue_min, math.ceil((self.full_queue_fraction if kv_full else self.queue_fraction) * running))
 
 
 class LimitController:
@@ -71,6 +77,7 @@ class LimitController:
         self.congested_at: int | None = None  # the level that last preempted: approached slowly
         self._cut_at: float | None = None
         self._grew_at: float | None = None
+        self._preempted_at: float | None = None
         self._running: float | None = None  # what the engine ran at the previous reading
         self.last_reason = "start"
 
@@ -97,7 +104,11 @@ class LimitController:
         filling = running is not None and (self._running is None  # a first reading: nothing to compare yet
                                            or running > self._running + p.queue_target(self._running))
         self._running = running
-        queued = running is not None and waiting is not None and waiting > p.queue_target(running)
+        kv_full = kv is not None and kv >= p.kv_high
+        if self.congested_at is not None and self._since(self._preempted_at) >= p.forget_s:
+            self.congested_at = None  # answers change over a job: what preempted a minute ago is tried again
+        queue_target = p.queue_target(running or 0, kv_full)
+        queued = running is not None and waiting is not None and waiting > queue_target
         if queued and filling:
             self.last_reason = "engine batch filling"
         target = None  # what the engine shows it runs of ours, plus a short queue
@@ -105,11 +116,13 @@ class LimitController:
             total = running + waiting
             # Our share of the engine's requests: other clients may use it too (or other shards of this job).
             share = min(1.0, in_flight / total) if total > 0 else 1.0
-            target = math.ceil((running + p.queue_target(running)) * share)
-        if queued and not filling and target is not None and target < self.limit:
+            target = math.ceil((running + queue_target) * share)
+        overfull = queued and waiting > p.cut_queue_factor * queue_target
+        if overfull and not filling and target is not None and target < self.limit:
             self._cut(target, "engine queue")  # a measurement, not a guess: applies even while an earlier cut drains
             settled = in_flight <= self.limit
         if reading.preempted > 0:
+            self._preempted_at = self.clock()
             if settled and self._since(self._cut_at) >= p.hold_s:
                 base = min(self.limit, max(in_flight, 1))
                 self.congested_at = base
@@ -123,8 +136,8 @@ class LimitController:
             return self.limit
         if queued:
             return self.limit
-        if kv is not None and kv >= p.kv_high:
-            self.last_reason = "kv cache full"
+        if kv_full and (waiting is None or self.congested_at is not None):
+            self.last_reason = "kv cache full"  # no queue reported, or a queue here preempted lately
             return self.limit
         if waiting is None:
             self.last_reason = "no queue reported"
@@ -143,12 +156,12 @@ class LimitController:
                     return self.limit
                 # Preemption shows only once the requests let in have grown long: creep up, one at a time.
                 grow = max(1, min(grow, math.ceil(p.near_congestion * self.congested_at) - self.limit))
-        if waiting > 0:  # it already queues some: it runs all it can, so only fill the queue up to its target
-            grow = min(grow, p.queue_target(running or 0) - math.ceil(waiting))
+        if waiting > 0 or kv_full:  # it runs all it can (its batch or its cache is full): only fill its queue
+            grow = min(grow, queue_target - math.ceil(waiting))
             if grow <= 0:
                 self.last_reason = "queue at target"
                 return self.limit
-        if kv is not None and kv > 0:
+        elif kv is not None and kv > 0:
             # At steady state KV use scales with requests held: do not grow past what would fill kv_target.
             grow = min(grow, max(1, math.floor(self.limit * (p.kv_target / kv - 1))))
         self.limit = min(p.ceiling, self.limit + grow)
