@@ -7,8 +7,11 @@ requests. The controller keeps the engine busy with a short queue and no preempt
 - the engine queues well over a short queue (`waiting` above `cut_queue_factor` x `queue_target`: a
   wave of completions refills the queue for a moment) and its batch stopped growing: it runs all it
   can, so the limit comes down to our share of what it runs plus that short queue;
-- it preempted requests since the last reading: the limit is cut (x `backoff`), once per `hold_s` and
-  only once what is in flight has drained to the limit; that level is then approached slowly;
+- it preempted requests since the last reading: the limit is cut by what it shows it over-admitted
+  (`preempt_weight` x the requests preempted, at most down to x `backoff`), once per `hold_s` and only
+  once what is in flight has drained to the limit; that level is then approached slowly. A cut in
+  proportion, not a halving: SGLang retracts a few requests now and then by design (its admission
+  grows bolder until one is retracted), and a 30% cut for each cost it a quarter of its batch;
 - its KV cache is nearly full (`kv_high`): it runs all its cache holds and admits from its queue as
   the cache frees, so only a queue is added (`full_queue_fraction`, deeper: one finished long answer
   frees room for several new requests at once); unless a level near this one preempted lately
@@ -55,6 +58,7 @@ class LimitPolicy:
     full_queue_fraction: float = 0.25  # the same once its KV cache is full (`kv_high`)
     cut_queue_factor: float = 2.0
     backoff: float = 0.7
+    preempt_weight: float = 2.0  # a preempted request, and one more that will need the room as it grows
     grow_fraction: float = 0.125
     kv_high: float = 0.95
     kv_target: float = 0.9
@@ -126,7 +130,8 @@ class LimitController:
             if settled and self._since(self._cut_at) >= p.hold_s:
                 base = min(self.limit, max(in_flight, 1))
                 self.congested_at = base
-                self._cut(math.floor(base * p.backoff), "preemption")
+                over = math.ceil(p.preempt_weight * reading.preempted)
+                self._cut(max(math.floor(base * p.backoff), base - over), "preemption")
             return self.limit
         if target is not None and target > self.limit and (queued or not settled) and self.congested_at is None:
             # The engine runs more of ours than the limit (a cut made while its batch was filling slowly):
