@@ -196,6 +196,19 @@ def test_an_engine_whose_full_cache_queues_keeps_a_queue_at_the_full_target_and_
     assert min(r.running for r in readings) == 64
 
 
+def test_a_wave_of_answers_ending_together_is_not_a_full_engine():
+    c, clock = controller(start=150)
+    full = Reading(running=90, waiting=60, kv_usage=1.0)
+    levels = []
+    for r in (full,  # a first reading: nothing to compare with
+              Reading(running=40, waiting=110, kv_usage=0.5),  # 50 answers of one length ended together
+              full,  # their successors admitted: the batch refilled
+              full):  # a queue well past its target at a steady batch: a full engine
+        clock.t += 1
+        levels.append(c.update(r, in_flight=150))
+    assert levels == [150, 150, 150, 90 + LimitPolicy().queue_target(90, kv_full=True)]
+
+
 def test_requests_the_engine_has_not_taken_in_yet_neither_cut_nor_grow_the_limit():
     # 264 sent, the engine's scheduler counts 12 running and none waiting: 252 are in its front end
     # (templating, tokenizing) while its batch fills; its own queue is what says it is full

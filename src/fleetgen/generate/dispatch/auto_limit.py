@@ -4,9 +4,9 @@ A fixed limit is a guess: too low leaves the engine's batch half empty, too high
 waiting queue and, on long answers, its KV cache, which then preempts (recomputes) running
 requests. The controller keeps the engine busy with a short queue and no preemption:
 
-- the engine queues well over a short queue (`waiting` above `cut_queue_factor` x `queue_target`: a
-  wave of completions refills the queue for a moment) and its batch stopped growing: it runs all it
-  can, so the limit comes down to our share of what it runs plus that short queue;
+- the engine queues well over a short queue (`waiting` above `cut_queue_factor` x `queue_target`)
+  and its batch is steady (neither filling nor emptied by a wave of answers that ended together): it
+  runs all it can, so the limit comes down to our share of what it runs plus that short queue;
 - it preempted requests since the last reading: the limit is cut by what it shows it over-admitted
   (`preempt_weight` x the requests preempted, at most down to x `backoff`), once per `hold_s` and only
   once what is in flight has drained to the limit; that level is then approached slowly. A cut in
@@ -104,9 +104,12 @@ class LimitController:
         # A lower limit takes effect only once what is in flight has drained to it: until then, no second cut.
         settled = in_flight <= self.limit
         # While its batch still grows the engine is taking its queue in (prefill is admitted a budget per
-        # step): a queue then says nothing about what it can run.
+        # step): a queue then says nothing about what it can run. Nor while it shrinks: a wave of requests
+        # finished together (answers of one length) and their successors wait to be admitted.
         filling = running is not None and (self._running is None  # a first reading: nothing to compare yet
                                            or running > self._running + p.queue_target(self._running))
+        steady = (running is not None and self._running is not None
+                  and abs(running - self._running) <= p.queue_target(self._running))
         self._running = running
         kv_full = kv is not None and kv >= p.kv_high
         if self.congested_at is not None and self._since(self._preempted_at) >= p.forget_s:
@@ -122,7 +125,7 @@ class LimitController:
             share = min(1.0, in_flight / total) if total > 0 else 1.0
             target = math.ceil((running + queue_target) * share)
         overfull = queued and waiting > p.cut_queue_factor * queue_target
-        if overfull and not filling and target is not None and target < self.limit:
+        if overfull and steady and target is not None and target < self.limit:
             self._cut(target, "engine queue")  # a measurement, not a guess: applies even while an earlier cut drains
             settled = in_flight <= self.limit
         if reading.preempted > 0:
