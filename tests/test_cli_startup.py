@@ -1,9 +1,9 @@
 """The CLI starts without the libraries only a running command needs (issue 26: an instant CLI).
 
-`fleetgen --help` builds every command's help from the config models' field descriptions, so
-each command module is imported at start; what it must not import at start is the machinery
-behind the command: aiohttp (its import builds SSL contexts), the journal, the launcher, psutil,
-pyarrow, transformers. Checked through `sys.modules` of a fresh interpreter, never by timing.
+A command's module is imported only when that command runs or shows its own help (`fleetgen --help`
+lists the commands from `fleetgen.cli.app.COMMANDS`); no command imports at start the machinery behind
+it: aiohttp (its import builds SSL contexts), the journal, the launcher, psutil, pyarrow, transformers.
+Checked through `sys.modules` of a fresh interpreter, never by timing.
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ HEAVY = (
     "fleetgen.generate.runner", "fleetgen.generate.journal.directory", "fleetgen.doctor.run", "fleetgen.export.run",
     "fleetgen.mix.build", "fleetgen.run.pipeline",
 )
+# The other commands' modules (and the config tree `generate` builds its options from).
+OTHER_COMMANDS = ("fleetgen.cli.generate", "fleetgen.cli.doctor", "fleetgen.cli.mix", "fleetgen.cli.export",
+                  "fleetgen.cli.run", "fleetgen.generate.config")
 
 
 def _modules_after(code: str, tmp_path) -> set[str]:
@@ -41,8 +44,35 @@ def _heavy(modules: set[str]) -> list[str]:
 
 def test_importing_the_app_loads_no_command_machinery(tmp_path):
     modules = _modules_after("import fleetgen.cli.app", tmp_path)
-    assert "fleetgen.cli.app" in modules and "fleetgen.generate.config" in modules
+    assert "fleetgen.cli.app" in modules
     assert _heavy(modules) == []
+    assert [m for m in OTHER_COMMANDS if m in modules] == []
+
+
+def test_root_help_imports_no_command_module(tmp_path):
+    modules = _modules_after("from fleetgen.cli.app import app; app(['--help'])", tmp_path)
+    assert "typer" in modules
+    assert sorted(m for m in modules if m.startswith("fleetgen.cli.") and m != "fleetgen.cli.app"
+                  and not m.startswith("fleetgen.cli._")) == []
+
+
+def test_the_command_table_matches_the_commands():
+    """`fleetgen --help` reads COMMANDS; each summary must be what the command itself says."""
+    from fleetgen.cli.app import COMMANDS, all_commands
+
+    commands = all_commands()
+    assert set(commands) == set(COMMANDS)
+    for name, cmd in commands.items():
+        assert (cmd.help or "").strip().splitlines()[0] == COMMANDS[name].summary, name
+
+
+def test_a_typo_suggests_a_command_not_yet_loaded():
+    from typer.testing import CliRunner
+
+    from fleetgen.cli.app import app
+
+    out = CliRunner().invoke(app, ["genrate"])
+    assert out.exit_code == 2 and "generate" in out.output
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["generate", "--help"], ["up", "--help"], ["export", "--help"]])
@@ -57,6 +87,7 @@ def test_down_loads_no_http_client(tmp_path):
     modules = _modules_after(f"from fleetgen.cli.app import app; app(['down', '--state', {str(state)!r}])", tmp_path)
     assert "fleetgen.fleet.stop" in modules  # it ran
     assert _heavy([m for m in modules if m != "psutil"]) == []  # down may signal through psutil
+    assert [m for m in OTHER_COMMANDS if m in modules] == []
 
 
 def test_status_loads_no_http_client(tmp_path):
@@ -66,6 +97,7 @@ def test_status_loads_no_http_client(tmp_path):
     modules = _modules_after(f"sys.argv = {argv!r}; from fleetgen.cli.app import main; main()", tmp_path)
     assert "fleetgen.fleet.status" in modules  # it ran (and found no fleet there)
     assert _heavy([m for m in modules if m not in ("psutil", "fleetgen.fleet.status")]) == []
+    assert [m for m in OTHER_COMMANDS if m in modules] == []
 
 
 def test_help_still_shows_the_config_field_descriptions():

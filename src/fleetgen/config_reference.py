@@ -2,7 +2,7 @@
 
 Run `python -m fleetgen.config_reference > docs/config-reference.md`; tests/test_config_reference.py fails when
 the committed page differs from what this prints. Types, defaults and descriptions are the models' own, and the
-flags are read from the CLI's commands (fleetgen.cli.app.BINDINGS), so the page cannot list a flag that is gone.
+flags are read from the CLI's commands (fleetgen.cli.app.bindings()), so the page cannot list a flag that is gone.
 """
 
 from __future__ import annotations
@@ -92,13 +92,11 @@ def default_text(f: Any) -> str:
 
 def flags_by_field() -> dict[tuple[type[BaseModel], str], list[str]]:
     """(model, field) -> the `command --flag` texts that set it, read from the CLI's click commands."""
-    import typer.main
+    from fleetgen.cli.app import all_commands, bindings
 
-    from fleetgen.cli.app import BINDINGS, app
-
-    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    commands = all_commands()
     out: dict[tuple[type[BaseModel], str], list[str]] = {}
-    for command, binding in BINDINGS.items():
+    for command, binding in bindings().items():
         for p in commands[command].params:
             name = binding.field_for(p.name)
             if name is None or getattr(p, "hidden", False):

@@ -1,7 +1,7 @@
 """Every flag that sets a config field takes its vocabulary and default from the field (issue 25).
 
 The options are read from the click commands typer builds, and matched to fields through each command's
-Binding (fleetgen.cli.app.BINDINGS): a new flag typed `str` over a Literal field, or a default copied by
+Binding (fleetgen.cli.app.bindings()): a new flag typed `str` over a Literal field, or a default copied by
 hand that drifts from the model, fails here.
 """
 
@@ -11,18 +11,19 @@ import json
 from pathlib import Path
 
 import pytest
-import typer.main
 from typer.testing import CliRunner
 
 from fleetgen.cli._config import literal_values
-from fleetgen.cli.app import BINDINGS, app
+from fleetgen.cli.app import all_commands, app, bindings
+
+BINDINGS = bindings()
 
 RUN = Path(__file__).parents[1] / "export" / "fixtures" / "smollm2-run"
 
 
 def _bound():
     """(command, click param, binding, field) for every visible option or argument that sets a config field."""
-    commands = typer.main.get_command(app).commands
+    commands = all_commands()
     for command, binding in BINDINGS.items():
         for p in commands[command].params:
             field = binding.field_for(p.name)

@@ -1,42 +1,117 @@
-"""The root `fleetgen` command; each stage registers its subcommands from its own module."""
+"""The root `fleetgen` command; each stage registers its subcommands from its own module.
+
+A command's module is imported only when that command runs (or its own `--help` is shown): `fleetgen
+status` does not build `generate`'s forty options from the config tree. `fleetgen --help` lists the
+commands from `COMMANDS` alone; tests/test_cli_startup.py checks that table against the commands.
+"""
 
 from __future__ import annotations
 
-import typer
+import importlib
+from difflib import get_close_matches
+from typing import TYPE_CHECKING, NamedTuple
 
-from fleetgen.cli import doctor as _doctor
-from fleetgen.cli import export as _export
-from fleetgen.cli import fleet as _fleet
-from fleetgen.cli import generate as _generate
-from fleetgen.cli import mix as _mix
-from fleetgen.cli import model as _model
-from fleetgen.cli import plan as _plan
-from fleetgen.cli import report as _report
-from fleetgen.cli import run as _run
+import typer
+from typer import _click  # typer's own click, whose UsageError its parser raises
+from typer.core import TyperCommand, TyperGroup
+
 from fleetgen.cli._errors import run_guarded
+
+if TYPE_CHECKING:
+    import click
+
+    from fleetgen.cli._config import Binding
+
+
+class Entry(NamedTuple):
+    module: str  # under fleetgen.cli; it has register(app) and, where options map onto config, BINDINGS
+    summary: str  # the first line of the command's docstring, as `fleetgen --help` shows it
+
+
+COMMANDS = {
+    "up": Entry("fleet", "Start a data-parallel fleet and return once every replica is verified. Engine flags go after `--`."),
+    "status": Entry("fleet", "Show each replica (alive, healthy, latency, load, throughput, memory) and the jobs driving the fleet."),
+    "down": Entry("fleet", "Stop the fleet (SIGTERM, then SIGKILL after the grace period); safe to run twice."),
+    "doctor": Entry("doctor", "Diagnose the GPU/CUDA/engine environment; exit 1 if any check fails."),
+    "mix": Entry("mix", "Build a balanced, deduplicated prompt set from the recipe's datasets."),
+    "generate": Entry("generate", "Regenerate the assistant turns of every prompt across the fleet, exactly once per (prompt, sample)."),
+    "export": Entry("export", "Write drafter-training data from a generate run: SpecForge/ShareGPT/OpenAI JSONL or token ids + loss mask."),
+    "report": Entry("report", "Write a report of a generate run: mix, lengths, finish reasons, throughput, errors, with plots."),
+    "run": Entry("run", "Run doctor -> mix -> up -> generate -> down -> export -> report; resumable at every stage."),
+    "plan": Entry("plan", "Estimate the job's wall time and GPU-hours: rows x samples x tokens per sample / throughput."),
+    "model": Entry("model", "Prepare the embedded models."),
+}
+
+
+class LazyCommands(TyperGroup):
+    """The root group: loads a command's module on first use; lists the commands from COMMANDS."""
+
+    _listing = False
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            if self._listing:  # the root's help: a name and a line, nothing imported
+                return TyperCommand(name=cmd_name, help=COMMANDS[cmd_name].summary)
+            self.load(COMMANDS[cmd_name].module)
+        return self.commands.get(cmd_name)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        try:
+            return super().resolve_command(ctx, args)
+        except _click.exceptions.UsageError as e:  # typer suggests from the loaded commands alone
+            if args and "Did you mean" not in e.message and (near := get_close_matches(args[0], COMMANDS)):
+                e.message = f"{e.message.rstrip('.')}. Did you mean {', '.join(map(repr, near))}?"
+            raise
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
+    def load(self, module: str) -> None:
+        """Every command `fleetgen.cli.<module>` registers, added to this group."""
+        sub = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+        sub.callback()(lambda: None)  # a group even for a module of one command
+        importlib.import_module(f"fleetgen.cli.{module}").register(sub)
+        for name, cmd in typer.main.get_command(sub).commands.items():  # type: ignore[attr-defined]
+            self.commands.setdefault(name, cmd)
+
 
 app = typer.Typer(
     name="fleetgen",
+    cls=LazyCommands,
     help="Regenerate large synthetic datasets with a target model on a fleet of inference servers.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 
-_model.register(app)
-_fleet.register(app)
-_doctor.register(app)
-_mix.register(app)
-_generate.register(app)
-_export.register(app)
-_report.register(app)
-_run.register(app)
-_plan.register(app)
 
-# Command name -> which config fields its options set (docs/config-reference.md and the defaults test read it).
-BINDINGS = {
-    **_fleet.BINDINGS, **_doctor.BINDINGS, **_mix.BINDINGS, **_generate.BINDINGS, **_export.BINDINGS, **_run.BINDINGS,
-}
+@app.callback()
+def _root() -> None:
+    """Regenerate large synthetic datasets with a target model on a fleet of inference servers."""
+
+
+def all_commands() -> dict[str, click.Command]:
+    """Every command, loaded (for the config reference and the tests that walk all flags)."""
+    group = typer.main.get_command(app)
+    assert isinstance(group, LazyCommands)
+    for entry in dict.fromkeys(e.module for e in COMMANDS.values()):
+        group.load(entry)
+    return {name: group.commands[name] for name in COMMANDS}
+
+
+def bindings() -> dict[str, Binding]:
+    """Command name -> which config fields its options set (docs/config-reference.md and the defaults test read it)."""
+    out: dict[str, Binding] = {}
+    for module in dict.fromkeys(e.module for e in COMMANDS.values()):
+        out.update(getattr(importlib.import_module(f"fleetgen.cli.{module}"), "BINDINGS", {}))
+    return out
 
 
 def main() -> None:
