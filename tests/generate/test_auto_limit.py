@@ -262,39 +262,3 @@ def test_a_limit_cut_while_the_batch_filled_slowly_follows_what_the_engine_then_
     clock.t += 5
     # the 264 sent before the cut are all in: it runs 250 of them with 14 queued, more than the limit
     assert c.update(Reading(running=250, waiting=14, kv_usage=0.5), in_flight=264) == 250 + 32
-
-
-class OverAdmittingEngine:
-    """A toy vLLM that knows its own throughput: it runs up to `over` x what its cache holds at full length
-    (requests are half-grown on average), preempts a share of the excess each poll, and each preempted
-    request costs `recompute` tokens of work done again."""
-
-    def __init__(self, fits: int, recompute: float, over: float = 1.5, per_request: float = 10.0) -> None:
-        self.fits, self.recompute, self.over, self.per_request = fits, recompute, over, per_request
-
-    def read(self, in_flight: int) -> Reading:
-        running = min(in_flight, math.floor(self.over * self.fits))
-        preempted = 0.25 * max(0, running - self.fits)
-        return Reading(running=running, waiting=in_flight - running, kv_usage=min(1.0, running / self.fits),
-                       preempted=preempted, generated=self.per_request * running - self.recompute * preempted)
-
-
-def test_preemption_that_pays_is_let_be_and_one_that_costs_is_avoided():
-    fits = 12  # without preemption at most 12 run: 120 tokens a poll
-    cheap = OverAdmittingEngine(fits, recompute=8)  # 18 running, 1.5 preempted: 168 tokens a poll
-    c, clock = controller(start=8)
-    tail = run_sim(c, clock, cheap, 80)[-30:]
-    assert all(r.running == 18 for r in tail) and c.congested_at is None
-    assert sum(r.generated for r in tail) / len(tail) > 1.3 * 10 * fits
-    # the same engine with a costly recompute (18 running: 90 tokens a poll): the controller stays near
-    # what fits, preempting rarely
-    dear = OverAdmittingEngine(fits, recompute=60)
-    c, clock = controller(start=8)
-    tail = run_sim(c, clock, dear, 80)[-30:]
-    assert sum(r.preempted for r in tail) <= 0.1 * sum(cheap.read(18).preempted for _ in tail)
-    assert sum(r.generated for r in tail) / len(tail) >= 0.85 * 10 * fits
-    # answers change over a job: preemption that paid is weighed again, and cut once it costs
-    c, clock = controller(start=8)
-    run_sim(c, clock, cheap, 80)
-    tail = run_sim(c, clock, dear, 80)[-30:]
-    assert sum(r.preempted for r in tail) <= 0.1 * sum(cheap.read(18).preempted for _ in tail)

@@ -7,15 +7,11 @@ requests. The controller keeps the engine busy with a short queue and no preempt
 - the engine queues well over a short queue (`waiting` above `cut_queue_factor` x `queue_target`)
   and its batch is steady (neither filling nor emptied by a wave of answers that ended together): it
   runs all it can, so the limit comes down to our share of what it runs plus that short queue;
-- it preempted requests since the last reading, and what it generated over the last `hold_s` while
-  preempting is not more than over its last stretch without (`pay_margin`): the limit is cut by what it
-  shows it over-admitted
+- it preempted requests since the last reading: the limit is cut by what it shows it over-admitted
   (`preempt_weight` x the requests preempted, at most down to x `backoff`), once per `hold_s` and only
   once what is in flight has drained to the limit; that level is then approached slowly. A cut in
   proportion, not a halving: SGLang retracts a few requests now and then by design (its admission
-  grows bolder until one is retracted), and a 30% cut for each cost it a quarter of its batch. Where
-  preemption pays (vLLM over-admits and recomputes a preempted prefix cheaply: more runs at once than
-  fits at full length), it is let be: a fixed limit that preempts beat every one that did not there;
+  grows bolder until one is retracted), and a 30% cut for each cost it a quarter of its batch;
 - its KV cache is nearly full (`kv_high`): it runs all its cache holds and admits from its queue as
   the cache frees, so only a queue is added (`full_queue_fraction`, deeper: one finished long answer
   frees room for several new requests at once); unless a level near this one preempted lately
@@ -35,7 +31,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections import deque
 from dataclasses import dataclass
 
 from fleetgen.generate.observe.stats import Clock
@@ -49,7 +44,6 @@ class Reading:
     waiting: float | None = None
     kv_usage: float | None = None  # 0..1
     preempted: float = 0.0  # requests preempted (vLLM) or retracted (SGLang) since the previous reading
-    generated: float | None = None  # tokens it generated since the previous reading
 
 
 @dataclass(frozen=True)
@@ -71,7 +65,6 @@ class LimitPolicy:
     hold_s: float = 3.0  # after a cut, no growth and no second cut for this long (the cut takes effect slowly)
     near_congestion: float = 0.9  # past this share of the level that last preempted, grow by 1 per hold_s
     forget_s: float = 60.0  # a level that preempted is approached slowly for this long after its last preemption
-    pay_margin: float = 0.02  # preemption is let be while it generates this much more than the last stretch without
 
     def queue_target(self, running: float, kv_full: bool = False) -> int:
         return max(self.queue_min, math.ceil((self.full_queue_fraction if kv_full else self.queue_fraction) * running))
@@ -91,14 +84,6 @@ class LimitController:
         self._preempted_at: float | None = None
         self._running: float | None = None  # what the engine ran at the previous reading
         self.last_reason = "start"
-        # The tokens/s the engine generates: over the last hold_s, and over the last such stretch without
-        # preemption with our requests at the limit (what preemption is weighed against).
-        self._recent: deque[tuple[float, float, float, bool]] = deque()  # (dt, generated, preempted, at limit)
-        self._read_at: float | None = None
-        self._clean_rate: float | None = None
-        self._clean_at: float | None = None
-        self._preempting_since: float | None = None
-        self._weighed = False  # the last cut on preemption was weighed against a measured rate
 
     def _cut(self, to: int, reason: str) -> None:
         self.limit = max(self.policy.floor, min(self.limit, to))
@@ -109,44 +94,8 @@ class LimitController:
     def _since(self, t: float | None) -> float:
         return float("inf") if t is None else self.clock() - t
 
-    def _measure(self, reading: Reading, in_flight: int) -> None:
-        now, p = self.clock(), self.policy
-        if self._preempting_since is not None and self._since(self._preempted_at) >= p.hold_s:
-            self._preempting_since = None
-        if reading.preempted > 0 and self._preempting_since is None:
-            self._preempting_since = now
-        dt = None if self._read_at is None else now - self._read_at
-        self._read_at = now
-        if reading.generated is None or dt is None or dt <= 0:
-            return
-        at_limit = in_flight >= self.limit - max(1, self.limit // 8)
-        self._recent.append((dt, reading.generated, reading.preempted, at_limit, self.limit))
-        while sum(e[0] for e in self._recent) - self._recent[0][0] >= p.hold_s:
-            self._recent.popleft()
-        rate = self._recent_rate()
-        # Clean: no preemption, our requests at one limit throughout (not a ramp, which reads low).
-        if rate is not None and all(not e[2] and e[3] and e[4] == self.limit for e in self._recent):
-            if self._clean_rate is None or rate >= self._clean_rate or self._since(self._clean_at) >= p.forget_s:
-                self._clean_rate, self._clean_at = rate, now  # the best of the last minute
-
-    def _recent_rate(self) -> float | None:
-        """Tokens/s over the last hold_s, once that much is measured."""
-        span = sum(e[0] for e in self._recent)
-        return sum(e[1] for e in self._recent) / span if span >= self.policy.hold_s else None
-
-    def _weigh_preemption(self) -> str:
-        """'pays' where the engine generates more preempting than it did without, 'costs' where not,
-        'weighing' while that is measured, 'unknown' without a stretch without preemption to compare."""
-        if self._clean_rate is None:
-            return "unknown"
-        rate = self._recent_rate()
-        if self._since(self._preempting_since) < self.policy.hold_s or rate is None:
-            return "weighing"
-        return "pays" if rate >= (1 + self.policy.pay_margin) * self._clean_rate else "costs"
-
     def update(self, reading: Reading, in_flight: int) -> int:
         p = self.policy
-        self._measure(reading, in_flight)
         running, waiting, kv = reading.running, reading.waiting, reading.kv_usage
         # What we sent that the engine's scheduler does not count yet: in its front end (templating,
         # tokenizing) or on the wire. Not a sign the engine is full (its batch may be filling), but no
@@ -179,20 +128,11 @@ class LimitController:
         if overfull and steady and target is not None and target < self.limit:
             self._cut(target, "engine queue")  # a measurement, not a guess: applies even while an earlier cut drains
             settled = in_flight <= self.limit
-        verdict = self._weigh_preemption() if reading.preempted > 0 else None
         if reading.preempted > 0:
             self._preempted_at = self.clock()
-        if verdict == "pays":
-            self.congested_at = None  # the engine over-admits to its profit: a queue as at any full cache
-            self.last_reason = "preemption pays"
-        elif verdict == "weighing":
-            self.last_reason = "preemption: weighing it"
-            return self.limit
-        elif verdict is not None:
             if settled and self._since(self._cut_at) >= p.hold_s:
                 base = min(self.limit, max(in_flight, 1))
                 self.congested_at = base
-                self._weighed = verdict == "costs"
                 over = math.ceil(p.preempt_weight * reading.preempted)
                 self._cut(max(math.floor(base * p.backoff), base - over), "preemption")
             return self.limit
@@ -204,9 +144,7 @@ class LimitController:
             return self.limit
         if queued:
             return self.limit
-        # A level near here preempted lately: hold, unless that cut was blind and preemption can be weighed now.
-        congested = self.congested_at is not None and (self._weighed or self._clean_rate is None)
-        if kv_full and (waiting is None or congested):
+        if kv_full and (waiting is None or self.congested_at is not None):
             self.last_reason = "kv cache full"  # no queue reported, or a queue here preempted lately
             return self.limit
         if waiting is None:

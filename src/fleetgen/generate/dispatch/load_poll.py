@@ -33,8 +33,7 @@ class _Source:
     endpoint: str
     engine: Engine | None = None
     path: str | None = None
-    preemptions_total: float | None = None  # the counters at the previous reading
-    generation_tokens_total: float | None = None
+    preemptions_total: float | None = None  # the counter at the previous reading
     told: bool = False
 
 
@@ -93,15 +92,15 @@ class LoadPoller:
 
     @staticmethod
     def reading(src: _Source, m: Metrics) -> Reading:
-        """The controller's view of one report: preemptions and tokens generated since the previous one."""
-        preempted = _since(src.preemptions_total, m.preemptions_total) or 0.0
-        src.preemptions_total = m.preemptions_total
+        """The controller's view of one report: preemptions since the previous one."""
+        preempted = 0.0
+        if m.preemptions_total is not None:
+            if src.preemptions_total is not None and m.preemptions_total >= src.preemptions_total:
+                preempted = m.preemptions_total - src.preemptions_total
+            src.preemptions_total = m.preemptions_total
         if m.retracted:
             preempted = max(preempted, m.retracted)
-        generated = _since(src.generation_tokens_total, m.generation_tokens_total)
-        src.generation_tokens_total = m.generation_tokens_total
-        return Reading(running=m.running, waiting=m.waiting, kv_usage=m.kv_cache_usage, preempted=preempted,
-                       generated=generated)
+        return Reading(running=m.running, waiting=m.waiting, kv_usage=m.kv_cache_usage, preempted=preempted)
 
     async def _read(self, http: aiohttp.ClientSession, src: _Source) -> Metrics | None:
         if src.path is None:  # learn the source: the Prometheus page, else SGLang's load endpoint
@@ -121,13 +120,6 @@ class LoadPoller:
             return None
         assert src.engine is not None
         return src.engine.parse_load(text) if src.path == "/metrics" else _loads(text)
-
-
-def _since(before: float | None, now: float | None) -> float | None:
-    """A counter's growth; None without two readings or after a restart (the counter went back)."""
-    if before is None or now is None or now < before:
-        return None
-    return now - before
 
 
 def _loads(text: str) -> Metrics | None:
