@@ -85,7 +85,6 @@ class LazyCommands(TyperGroup):
 app = typer.Typer(
     name="fleetgen",
     cls=LazyCommands,
-    help="Regenerate large synthetic datasets with a target model on a fleet of inference servers.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -93,23 +92,28 @@ app = typer.Typer(
 
 
 @app.callback()
-def _root() -> None:
+def _root() -> None:  # a group's callback; its docstring is the root's help
     """Regenerate large synthetic datasets with a target model on a fleet of inference servers."""
+
+
+def _modules() -> list[str]:
+    """The command modules, each once, in COMMANDS' order."""
+    return list(dict.fromkeys(e.module for e in COMMANDS.values()))
 
 
 def all_commands() -> dict[str, click.Command]:
     """Every command, loaded (for the config reference and the tests that walk all flags)."""
     group = typer.main.get_command(app)
     assert isinstance(group, LazyCommands)
-    for entry in dict.fromkeys(e.module for e in COMMANDS.values()):
-        group.load(entry)
+    for module in _modules():
+        group.load(module)
     return {name: group.commands[name] for name in COMMANDS}
 
 
 def bindings() -> dict[str, Binding]:
     """Command name -> which config fields its options set (docs/config-reference.md and the defaults test read it)."""
     out: dict[str, Binding] = {}
-    for module in dict.fromkeys(e.module for e in COMMANDS.values()):
+    for module in _modules():
         out.update(getattr(importlib.import_module(f"fleetgen.cli.{module}"), "BINDINGS", {}))
     return out
 
