@@ -262,3 +262,53 @@ def test_a_limit_cut_while_the_batch_filled_slowly_follows_what_the_engine_then_
     clock.t += 5
     # the 264 sent before the cut are all in: it runs 250 of them with 14 queued, more than the limit
     assert c.update(Reading(running=250, waiting=14, kv_usage=0.5), in_flight=264) == 250 + 32
+
+
+class CountingEngine:
+    """A toy engine that counts the tokens it generates: `rate(running)` tokens/s, all it is sent runs."""
+
+    def __init__(self, rate) -> None:
+        self.rate, self.generated = rate, 0.0
+
+    def step(self, c: LimitController, clock: FakeClock) -> None:
+        clock.t += 1
+        self.generated += self.rate(c.limit)
+        c.update(Reading(running=c.limit, waiting=0, kv_usage=0.01, generated=self.generated), in_flight=c.limit)
+
+
+def test_a_doubling_that_generates_no_more_goes_back_and_is_tried_again_later():
+    # 2 CPU cores: throughput rises to 64 in flight, then falls (vLLM-CPU, short answers)
+    engine = CountingEngine(lambda n: {16: 250, 32: 380, 64: 490, 128: 430, 256: 410}.get(n, 100))
+    c, clock = controller(start=16, forget_s=60.0, probe_s=3.0)
+    levels = []
+    for _ in range(40):
+        engine.step(c, clock)
+        levels.append(c.limit)
+    assert max(levels) == 128 and c.limit == 64 and c.best_at == 64 and c.last_reason in ("no gain", "no gain above")
+    assert levels.index(32) >= 3  # each level is measured for probe_s before it is doubled
+    for _ in range(30):  # short of forget_s after it went back (t=16): it holds at 64, no growth toward 128
+        engine.step(c, clock)
+        assert c.limit == 64
+    for _ in range(30):  # past forget_s: 128 is measured again, and lost again
+        engine.step(c, clock)
+        levels.append(c.limit)
+    assert 128 in levels[-30:] and c.limit == 64
+
+
+def test_doublings_that_pay_go_on_to_the_ceiling():
+    engine = CountingEngine(lambda n: 100.0 * n ** 0.5)  # every doubling adds 41%
+    c, clock = controller(start=16, ceiling=1024)
+    for _ in range(60):
+        engine.step(c, clock)
+    assert c.limit == 1024 and c.best_at is None
+
+
+def test_a_small_step_is_not_judged_as_a_doubling():
+    # the KV cache allows a few more only: that step buys little, and is no reason to go back
+    c, clock = controller(start=64, kv_target=0.9)
+    generated = 0.0
+    for _ in range(12):
+        clock.t += 1
+        generated += 1000.0
+        c.update(Reading(running=c.limit, waiting=0, kv_usage=0.88, generated=generated), in_flight=c.limit)
+    assert c.limit > 64 and c.best_at is None
