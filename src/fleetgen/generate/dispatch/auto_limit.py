@@ -22,10 +22,12 @@ requests. The controller keeps the engine busy with a short queue and no preempt
   doubling until the first sign of congestion (slow start), then by `grow_fraction` a reading,
   never past what the KV cache would hold at the usage it reports now (`kv_target`), and, once the
   engine queues some, only by what fills its queue up to the target;
-- a doubling must pay: where the engine counts the tokens it generates, each level of slow start is
-  measured for `probe_s` before the next, and a level that generates less than `min_gain` more than
-  the one before it goes back to that one and holds there (more in flight bought nothing: on 2 CPU
-  cores vLLM generates less at 128 than at 64) until `forget_s` later, when it is measured again.
+- a doubling must not cost: where the engine counts the tokens it generates, each level of slow start
+  is measured for `probe_s` (waves of answers that end together included) before the next, and a level
+  that generates `max_loss` less than the one before it goes back to that one and holds there (on 2
+  CPU cores vLLM can generate less at 128 in flight than at 64) until `forget_s` later, when it is
+  measured again. A stretch where the engine also runs requests not ours (another job, or what a
+  killed run left behind) says nothing about our level, and is not judged.
 
 Pure logic with an injected clock: the poller (load_poll.py) feeds it readings, tests feed it
 synthetic ones.
@@ -71,7 +73,7 @@ class LimitPolicy:
     near_congestion: float = 0.9  # past this share of the level that last preempted, grow by 1 per hold_s
     forget_s: float = 60.0  # a level that preempted (or did not pay) is held off for this long, then tried again
     probe_s: float = 3.0  # slow start measures what the engine generates at a level this long before doubling it
-    min_gain: float = 0.05  # what a doubling must add to the engine's generated tokens/s to be kept
+    max_loss: float = 0.05  # a doubling that costs this share of the engine's generated tokens/s is undone
 
     def queue_target(self, running: float, kv_full: bool = False) -> int:
         return max(self.queue_min, math.ceil((self.full_queue_fraction if kv_full else self.queue_fraction) * running))
@@ -92,7 +94,7 @@ class LimitController:
         self._running: float | None = None  # what the engine ran at the previous reading
         self.best_at: int | None = None  # a level whose doubling bought no throughput: not grown past
         self._best_t: float | None = None
-        self._probe: tuple[int, float, float] | None = None  # (level, since, the engine's counter then)
+        self._probe: tuple[int, float, float, bool] | None = None  # (level, since, counter then, only ours since)
         self._paid: tuple[int, float] | None = None  # the last level measured in slow start, and its tokens/s
         self.last_reason = "start"
 
@@ -191,7 +193,8 @@ class LimitController:
                 self.last_reason = "no gain above"
                 return self.limit
         if self.slow_start and reading.generated is not None and 2 * grow >= self.limit:
-            pays = self._doubling_paid(reading.generated, filling)
+            alone = running is None or waiting is None or running + waiting <= in_flight + p.queue_target(running)
+            pays = self._doubling_paid(reading.generated, alone)
             if pays is None:
                 self.last_reason = "measuring"
                 return self.limit
@@ -207,19 +210,23 @@ class LimitController:
         self.last_reason = "grow"
         return self.limit
 
-    def _doubling_paid(self, generated: float, filling: bool) -> bool | None:
-        """Whether this level generates `min_gain` more than the last one measured; None while it is measured."""
+    def _doubling_paid(self, generated: float, alone: bool) -> bool | None:
+        """False if this level generates `max_loss` less than the last one measured; None while it is measured."""
         now, probe = self.clock(), self._probe
-        if filling or probe is None or probe[0] != self.limit or generated < probe[2]:
-            # a new level (or its batch still filling, or the counter restarted with the engine): measure from now
-            self._probe = (self.limit, now, generated)
+        if probe is None or probe[0] != self.limit or generated < probe[2]:  # a new level, or a restarted engine
+            self._probe = (self.limit, now, generated, alone)
             return None
+        if not alone and probe[3]:
+            self._probe = probe = (*probe[:3], False)
         if now - probe[1] < self.policy.probe_s:
             return None
         rate = (generated - probe[2]) / (now - probe[1])
         self._probe = None
+        if not probe[3]:  # the engine's count included other requests than ours: nothing learnt
+            self._paid = None
+            return True
         paid = self._paid
-        if paid is not None and self.limit >= 1.5 * paid[0] and rate < paid[1] * (1 + self.policy.min_gain):
+        if paid is not None and self.limit >= 1.5 * paid[0] and rate < paid[1] * (1 - self.policy.max_loss):
             return False
         self._paid = (self.limit, rate)
         return True
