@@ -22,8 +22,9 @@ Run it under the engine lock, so no other fleet shares the cores:
 
 On a fleet already up (any engine: SGLang on a GPU, say), `--fleet short=STATE --fleet long=STATE`
 runs each workload on that fleet instead of starting vLLM-CPU replicas (and leaves it up); the
-KV budget of the long one is then the fleet's own (SGLang: `--max-total-tokens`). A job of 256
-prompts runs to completion first, untimed, so no arm pays the engine's first-use compiles. The
+KV budget of the long one is then the fleet's own (SGLang: `--max-total-tokens`). On every fleet a
+job at the largest level runs to completion first, untimed, so no arm pays the engine's first-use
+compiles. The
 counters come from the engine's own /metrics (SGLang: `--enable-metrics`, which fleetgen's fleets
 have); SGLang reports retractions as a gauge, so its "preemptions" are that gauge summed over the
 once-a-second samples.
@@ -146,12 +147,13 @@ async def one_arm(arm: str, fleet: Path, tmp: Path, *, tokens: int, warm_s: floa
     return res
 
 
-async def prewarm(fleet: Path, tmp: Path, tokens: int) -> float:
-    """One small job to completion, so the engines' first-use compiles land before any arm."""
+async def prewarm(fleet: Path, tmp: Path, tokens: int, concurrency: int) -> float:
+    """One job to completion at the largest level, so no arm pays the engines' first-use compiles (vLLM-CPU
+    warms each batch size it meets: without this, whichever arm ran first ran up to 2x slower)."""
     t0 = time.monotonic()
-    cfg = GenerateConfig(prompts=write_prompts(tmp / "prewarm.jsonl", 256, "prewarm"),
+    cfg = GenerateConfig(prompts=write_prompts(tmp / "prewarm.jsonl", 4 * concurrency, "prewarm"),
                          output_dir=Path(tempfile.mkdtemp(prefix="prewarm-", dir=tmp)), fleet_state=fleet,
-                         concurrency=64, max_tokens=tokens, temperature=0.8)
+                         concurrency=concurrency, max_tokens=tokens, temperature=0.8)
     await run(cfg)
     return round(time.monotonic() - t0, 1)
 
@@ -167,8 +169,7 @@ async def workload(name: str, args, tmp: Path, arms: list[str]) -> dict:
         if given:
             state = read_state(fleet)
             info["engine_args"] = [f"{len(state.replicas)} {state.engine} replica(s):"] + state.replicas[0].command[-12:]
-            print(f"{name}: the fleet at {fleet}: {len(state.replicas)} {state.engine} replica(s); prewarming ...", flush=True)
-            info["prewarm_s"] = await prewarm(fleet, tmp, tokens)
+            print(f"{name}: the fleet at {fleet}: {len(state.replicas)} {state.engine} replica(s)", flush=True)
         else:
             print(f"{name}: starting 2 vLLM-CPU replicas (max-num-seqs {args.max_num_seqs}"
                   f"{', ' + ' '.join(extra) if extra else ''}) ...", flush=True)
@@ -176,6 +177,8 @@ async def workload(name: str, args, tmp: Path, arms: list[str]) -> dict:
             await asyncio.to_thread(start_fleet, fleet, 2, max_running_requests=args.max_num_seqs, engine_args=extra,
                                     **({"context_length": 1024} if name == "long" else {}))
         info["fleet_start_s"] = round(time.monotonic() - t0, 1)
+        print(f"{name}: prewarming ...", flush=True)
+        info["prewarm_s"] = await prewarm(fleet, tmp, tokens, max(args.levels))
         async with aiohttp.ClientSession() as http:
             state = read_state(fleet)
             async with http.get(state.endpoints[0] + "/metrics") as r:

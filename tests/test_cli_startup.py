@@ -17,12 +17,12 @@ import pytest
 # Libraries (and fleetgen modules) a start-up must not load; each costs tens of ms or more.
 HEAVY = (
     "aiohttp", "psutil", "numpy", "pyarrow", "transformers", "torch", "datasketch", "scipy", "matplotlib",
-    "uvloop", "rich.live", "rich.progress", "fleetgen.fleet.launcher", "fleetgen.fleet.status",
+    "uvloop", "rich.live", "rich.progress", "fleetgen.fleet.launcher", "fleetgen.fleet.local", "fleetgen.fleet.status",
     "fleetgen.generate.runner", "fleetgen.generate.journal.directory", "fleetgen.doctor.run", "fleetgen.export.run",
     "fleetgen.mix.build", "fleetgen.run.pipeline",
 )
-# The other commands' modules (and the config tree `generate` builds its options from).
-OTHER_COMMANDS = ("fleetgen.cli.generate", "fleetgen.cli.doctor", "fleetgen.cli.mix", "fleetgen.cli.export",
+# The other commands' modules (and the config tree `generate` builds its options from; `up`'s twenty options).
+OTHER_COMMANDS = ("fleetgen.cli.up", "fleetgen.cli.generate", "fleetgen.cli.doctor", "fleetgen.cli.mix", "fleetgen.cli.export",
                   "fleetgen.cli.run", "fleetgen.generate.config")
 
 

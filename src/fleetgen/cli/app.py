@@ -29,7 +29,7 @@ class Entry(NamedTuple):
 
 
 COMMANDS = {
-    "up": Entry("fleet", "Start a data-parallel fleet and return once every replica is verified. Engine flags go after `--`."),
+    "up": Entry("up", "Start a data-parallel fleet and return once every replica is verified. Engine flags go after `--`."),
     "status": Entry("fleet", "Show each replica (alive, healthy, latency, load, throughput, memory) and the jobs driving the fleet."),
     "down": Entry("fleet", "Stop the fleet (SIGTERM, then SIGKILL after the grace period); safe to run twice."),
     "doctor": Entry("doctor", "Diagnose the GPU/CUDA/engine environment; exit 1 if any check fails."),

@@ -1,13 +1,11 @@
-"""`fleetgen up / status / down`.
+"""`fleetgen status / down`: a look at a fleet, and its stop.
 
-Only the config model is imported at module level (the flags' help is its field descriptions);
-the launcher, the HTTP probes, psutil and rich's live view load inside the command that uses them,
-so `fleetgen --help`, `status` and `down` start fast.
+A module apart from `up` (cli/up.py), whose twenty options `status` and `down` would otherwise build
+at each start; the HTTP probes, psutil and rich load inside the command that uses them.
 """
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
@@ -15,7 +13,6 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from fleetgen.cli._config import Binding
-from fleetgen.cli._config import choices as _c
 from fleetgen.cli._config import default as _d
 from fleetgen.config import field_help as _h
 from fleetgen.fleet import FleetConfig
@@ -31,105 +28,15 @@ def _console():
 
     return Console(stderr=True, soft_wrap=True)
 
+
 F = FleetConfig
-_FIELD_OF = {"startup_timeout": "startup_timeout_s", "state": "state_dir", "grace": "stop_grace_s"}
-BINDINGS = {name: Binding(FleetConfig, _FIELD_OF) for name in ("up", "status", "down")}
+_FIELD_OF = {"state": "state_dir", "grace": "stop_grace_s"}
+BINDINGS = {name: Binding(FleetConfig, _FIELD_OF) for name in ("status", "down")}
 
 StateOpt = Annotated[Path, typer.Option("--state", help=_h(FleetConfig, "state_dir"))]
 ApiKeyOpt = Annotated[
     Optional[str], typer.Option("--api-key", envvar="FLEETGEN_API_KEY", show_envvar=True, help=_h(FleetConfig, "api_key"))
 ]
-
-
-def cmd_up(
-    ctx: typer.Context,
-    engine: Annotated[str, typer.Option(metavar=_c(F, "engine"), help=_h(F, "engine"))] = _d(F, "engine"),
-    model: Annotated[str, typer.Option(help=_h(F, "model"))] = _d(F, "model"),
-    replicas: Annotated[Optional[int], typer.Option(help=_h(F, "replicas"))] = _d(F, "replicas"),
-    gpus: Annotated[str, typer.Option(help=_h(F, "gpus"))] = _d(F, "gpus"),
-    tp: Annotated[int, typer.Option(help=_h(F, "tp"))] = _d(F, "tp"),
-    replicas_per_gpu: Annotated[int, typer.Option(help=_h(F, "replicas_per_gpu"))] = _d(F, "replicas_per_gpu"),
-    host: Annotated[str, typer.Option(help=_h(F, "host"))] = _d(F, "host"),
-    port_base: Annotated[int, typer.Option(help=_h(F, "port_base"))] = _d(F, "port_base"),
-    max_running_requests: Annotated[
-        Optional[int], typer.Option(help=_h(F, "max_running_requests"))
-    ] = _d(F, "max_running_requests"),
-    context_length: Annotated[Optional[int], typer.Option(help=_h(F, "context_length"))] = _d(F, "context_length"),
-    enforce_eager: Annotated[bool, typer.Option(help=_h(F, "enforce_eager"))] = _d(F, "enforce_eager"),
-    tool_call_parser: Annotated[Optional[str], typer.Option(help=_h(F, "tool_call_parser"))] = _d(F, "tool_call_parser"),
-    python: Annotated[Optional[str], typer.Option(help=_h(F, "python"))] = _d(F, "python"),
-    doctor: Annotated[bool, typer.Option(help=_h(F, "doctor"))] = _d(F, "doctor"),
-    fix_dir: Annotated[Optional[Path], typer.Option(help=_h(F, "fix_dir"))] = _d(F, "fix_dir"),
-    startup_timeout: Annotated[float, typer.Option(help=_h(F, "startup_timeout_s"))] = _d(F, "startup_timeout_s"),
-    ray: Annotated[Optional[str], typer.Option("--ray", metavar="ADDRESS|auto", help=_h(F, "ray"))] = _d(F, "ray"),
-    state: StateOpt = _d(F, "state_dir"),
-    api_key: ApiKeyOpt = _d(F, "api_key"),
-    config: Annotated[Optional[Path], typer.Option(help="YAML file with a fleet config; flags given override it.")] = None,
-) -> None:
-    """Start a data-parallel fleet and return once every replica is verified. Engine flags go after `--`."""
-    import asyncio
-
-    from fleetgen.cli._config import merge_flags
-    from fleetgen.config import validate
-
-    console = _console()
-    flags = {
-        "engine": engine, "model": model, "replicas": replicas, "gpus": gpus, "tp": tp, "replicas_per_gpu": replicas_per_gpu,
-        "host": host,
-        "port_base": port_base, "max_running_requests": max_running_requests, "context_length": context_length,
-        "enforce_eager": enforce_eager, "tool_call_parser": tool_call_parser, "python": python, "doctor": doctor, "fix_dir": fix_dir,
-        "startup_timeout": startup_timeout, "state": state, "api_key": api_key, "ray": ray,
-    }
-    base = merge_flags(ctx, flags, config, _FIELD_OF)
-    if ctx.args:
-        base["engine_args"] = list(base.get("engine_args") or []) + list(ctx.args)
-    cfg = validate(FleetConfig, base, source=f"{config} and flags" if config else "flags")
-    fleet = asyncio.run(_up_with_live_view(cfg, console))
-    for r in fleet.replicas:
-        where = f"  node {r.node}  actor {r.actor}" if r.actor else ""
-        console.print(f"replica {r.index}: {r.endpoint}  pid {r.pid}{where}  log {r.log_path}")
-    console.print(f"[green]fleet ready[/]: {len(fleet.replicas)} replica(s) of {fleet.served_model_name}; state in {cfg.state_dir}")
-    from fleetgen.generate.turns.paths import fleet_paths
-
-    key = cfg.api_key.get_secret_value() if cfg.api_key else None
-    console.print(f"generation path: {asyncio.run(fleet_paths(fleet.endpoints, fleet.served_model_name, key))}")
-
-
-async def _up_with_live_view(cfg: FleetConfig, console):
-    from rich.live import Live
-    from rich.table import Table
-
-    from fleetgen.fleet import ReplicaProgress, up
-    from fleetgen.fleet.engines import Phase
-
-    rows: dict[int, ReplicaProgress] = {}
-    if not sys.stderr.isatty():
-        last: dict[int, Phase] = {}
-
-        def on_progress(p: ReplicaProgress) -> None:
-            if last.get(p.index) != p.phase:
-                last[p.index] = p.phase
-                console.print(f"replica {p.index}: {p.phase.value} ({p.elapsed_s:.0f}s) {p.detail}")
-
-        return await up(cfg, on_progress=on_progress)
-
-    def render() -> Table:
-        t = Table(title="starting fleet", expand=False)
-        for col in ("replica", "phase", "elapsed", "detail"):
-            t.add_column(col)
-        for i in sorted(rows):
-            p = rows[i]
-            color = {"ready": "green", "failed": "red"}.get(p.phase.value, "yellow")
-            t.add_row(str(i), f"[{color}]{p.phase.value}[/]", f"{p.elapsed_s:.0f}s", p.detail)
-        return t
-
-    with Live(render(), console=console, refresh_per_second=2) as live:
-
-        def on_progress(p: ReplicaProgress) -> None:
-            rows[p.index] = p
-            live.update(render())
-
-        return await up(cfg, on_progress=on_progress)
 
 
 def cmd_status(
@@ -224,6 +131,5 @@ def cmd_down(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("up", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(cmd_up)
     app.command("status")(cmd_status)
     app.command("down")(cmd_down)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from fleetgen.fleet.backend import Backend
-from fleetgen.fleet.config import FleetConfig
-from fleetgen.fleet.local import LocalBackend
-from fleetgen.fleet.state import FleetState
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the backends load when asked for: `fleetgen down` needs no launcher
+    from fleetgen.fleet.backend import Backend
+    from fleetgen.fleet.config import FleetConfig
+    from fleetgen.fleet.state import FleetState
 
 
 def backend_for(state: FleetState) -> Backend:
@@ -14,6 +16,8 @@ def backend_for(state: FleetState) -> Backend:
         from fleetgen.fleet.ray_backend import RayBackend  # Ray is an optional extra
 
         return RayBackend(state.ray_address, state.fleet_id)
+    from fleetgen.fleet.local import LocalBackend
+
     return LocalBackend()
 
 
@@ -23,4 +27,6 @@ def backend_for_config(config: FleetConfig) -> Backend:
         from fleetgen.fleet.ray_backend import RayBackend
 
         return RayBackend(config.ray)
+    from fleetgen.fleet.local import LocalBackend
+
     return LocalBackend()
