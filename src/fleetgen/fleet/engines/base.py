@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -180,17 +180,12 @@ def without_flag(args: list[str] | tuple[str, ...], flag: str) -> list[str]:
     return out
 
 
-def metric_totals(text: str, only: Mapping[str, tuple[str, str]] = {}) -> dict[str, float]:
-    """Each sample name summed over its label sets (e.g. one gauge per engine core), read by prometheus_client.
-
-    `only` keeps, for a name, the samples whose label (name, value) matches: one mode of a counter split by mode.
-    """
+def metric_totals(text: str) -> dict[str, float]:
+    """Each sample name summed over its label sets (e.g. one gauge per engine core), read by prometheus_client."""
     totals: dict[str, float] = {}
     for family in _families(text):
         for sample in family.samples:
-            label = only.get(sample.name)
-            if label is None or sample.labels.get(label[0]) == label[1]:
-                totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
+            totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
     return totals
 
 

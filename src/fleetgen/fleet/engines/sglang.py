@@ -171,13 +171,11 @@ class SglangEngine(Engine):
 
     load_metrics = frozenset({
         "sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:generation_tokens_total", "sglang:token_usage",
-        "sglang:num_retracted_reqs", "sglang:realtime_tokens_total",
+        "sglang:num_retracted_reqs",
     })
 
     def parse_metrics(self, text: str) -> Metrics:
-        # Decoded tokens as the scheduler logs them (each decode log interval), where 0.5.12 reports them:
-        # generation_tokens_total grows only as requests finish, in steps of whole answers.
-        m = metric_totals(text, only={"sglang:realtime_tokens_total": ("mode", "decode")})
+        m = metric_totals(text)
         extra = {
             k.removeprefix("sglang:"): v
             for k, v in m.items()
@@ -187,7 +185,7 @@ class SglangEngine(Engine):
         return Metrics(
             running=m.get("sglang:num_running_reqs"),
             waiting=m.get("sglang:num_queue_reqs"),
-            generation_tokens_total=m.get("sglang:realtime_tokens_total", m.get("sglang:generation_tokens_total")),
+            generation_tokens_total=m.get("sglang:generation_tokens_total"),
             kv_cache_usage=m.get("sglang:token_usage"),
             retracted=m.get("sglang:num_retracted_reqs"),
             extra=extra,

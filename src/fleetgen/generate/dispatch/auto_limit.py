@@ -21,13 +21,7 @@ requests. The controller keeps the engine busy with a short queue and no preempt
 - otherwise, while we are what limits it (our in-flight requests at the limit), the limit grows:
   doubling until the first sign of congestion (slow start), then by `grow_fraction` a reading,
   never past what the KV cache would hold at the usage it reports now (`kv_target`), and, once the
-  engine queues some, only by what fills its queue up to the target;
-- a doubling must not cost: where the engine counts the tokens it generates, each level of slow start
-  is measured for `probe_s` (waves of answers that end together included) before the next, and a level
-  that generates `max_loss` less than the one before it goes back to that one and holds there (on 2
-  CPU cores vLLM can generate less at 128 in flight than at 64) until `forget_s` later, when it is
-  measured again. A stretch where the engine also runs requests not ours (another job, or what a
-  killed run left behind) says nothing about our level, and is not judged.
+  engine queues some, only by what fills its queue up to the target.
 
 Pure logic with an injected clock: the poller (load_poll.py) feeds it readings, tests feed it
 synthetic ones.
@@ -50,7 +44,6 @@ class Reading:
     waiting: float | None = None
     kv_usage: float | None = None  # 0..1
     preempted: float = 0.0  # requests preempted (vLLM) or retracted (SGLang) since the previous reading
-    generated: float | None = None  # the engine's counter of tokens generated so far
 
 
 @dataclass(frozen=True)
@@ -71,9 +64,7 @@ class LimitPolicy:
     kv_target: float = 0.9
     hold_s: float = 3.0  # after a cut, no growth and no second cut for this long (the cut takes effect slowly)
     near_congestion: float = 0.9  # past this share of the level that last preempted, grow by 1 per hold_s
-    forget_s: float = 60.0  # a level that preempted (or did not pay) is held off for this long, then tried again
-    probe_s: float = 3.0  # slow start measures what the engine generates at a level this long before doubling it
-    max_loss: float = 0.05  # a doubling that costs this share of the engine's generated tokens/s is undone
+    forget_s: float = 60.0  # a level that preempted is approached slowly for this long after its last preemption
 
     def queue_target(self, running: float, kv_full: bool = False) -> int:
         return max(self.queue_min, math.ceil((self.full_queue_fraction if kv_full else self.queue_fraction) * running))
@@ -92,10 +83,6 @@ class LimitController:
         self._grew_at: float | None = None
         self._preempted_at: float | None = None
         self._running: float | None = None  # what the engine ran at the previous reading
-        self.best_at: int | None = None  # a level whose doubling bought no throughput: not grown past
-        self._best_t: float | None = None
-        self._probe: tuple[int, float, float, bool] | None = None  # (level, since, counter then, only ours since)
-        self._paid: tuple[int, float] | None = None  # the last level measured in slow start, and its tokens/s
         self.last_reason = "start"
 
     def _cut(self, to: int, reason: str) -> None:
@@ -127,8 +114,6 @@ class LimitController:
         kv_full = kv is not None and kv >= p.kv_high
         if self.congested_at is not None and self._since(self._preempted_at) >= p.forget_s:
             self.congested_at = None  # answers change over a job: what preempted a minute ago is tried again
-        if self.best_at is not None and self._since(self._best_t) >= p.forget_s:
-            self.best_at, self._paid, self.slow_start = None, None, True  # nor is what paid a minute ago known
         queue_target = p.queue_target(running or 0, kv_full)
         queued = running is not None and waiting is not None and waiting > queue_target
         if queued and filling:
@@ -187,46 +172,7 @@ class LimitController:
         elif kv is not None and kv > 0:
             # At steady state KV use scales with requests held: do not grow past what would fill kv_target.
             grow = min(grow, max(1, math.floor(self.limit * (p.kv_target / kv - 1))))
-        if self.best_at is not None:
-            grow = min(grow, self.best_at - self.limit)
-            if grow <= 0:
-                self.last_reason = "no gain above"
-                return self.limit
-        if self.slow_start and reading.generated is not None and 2 * grow >= self.limit:
-            alone = running is None or waiting is None or running + waiting <= in_flight + p.queue_target(running)
-            pays = self._doubling_paid(reading.generated, alone)
-            if pays is None:
-                self.last_reason = "measuring"
-                return self.limit
-            if not pays:
-                assert self._paid is not None
-                self.best_at, self._best_t = self._paid[0], self.clock()
-                self._cut(self.best_at, "no gain")
-                return self.limit
-        else:
-            self._paid = None  # a small step, or nothing measured: the next doubling is measured afresh
         self.limit = min(p.ceiling, self.limit + grow)
         self._grew_at = self.clock()
         self.last_reason = "grow"
         return self.limit
-
-    def _doubling_paid(self, generated: float, alone: bool) -> bool | None:
-        """False if this level generates `max_loss` less than the last one measured; None while it is measured."""
-        now, probe = self.clock(), self._probe
-        if probe is None or probe[0] != self.limit or generated < probe[2]:  # a new level, or a restarted engine
-            self._probe = (self.limit, now, generated, alone)
-            return None
-        if not alone and probe[3]:
-            self._probe = probe = (*probe[:3], False)
-        if now - probe[1] < self.policy.probe_s:
-            return None
-        rate = (generated - probe[2]) / (now - probe[1])
-        self._probe = None
-        if not probe[3]:  # the engine's count included other requests than ours: nothing learnt
-            self._paid = None
-            return True
-        paid = self._paid
-        if paid is not None and self.limit >= 1.5 * paid[0] and rate < paid[1] * (1 - self.policy.max_loss):
-            return False
-        self._paid = (self.limit, rate)
-        return True

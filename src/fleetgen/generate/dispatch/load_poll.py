@@ -100,8 +100,7 @@ class LoadPoller:
             src.preemptions_total = m.preemptions_total
         if m.retracted:
             preempted = max(preempted, m.retracted)
-        return Reading(running=m.running, waiting=m.waiting, kv_usage=m.kv_cache_usage, preempted=preempted,
-                       generated=m.generation_tokens_total)
+        return Reading(running=m.running, waiting=m.waiting, kv_usage=m.kv_cache_usage, preempted=preempted)
 
     async def _read(self, http: aiohttp.ClientSession, src: _Source) -> Metrics | None:
         if src.path is None:  # learn the source: the Prometheus page, else SGLang's load endpoint
