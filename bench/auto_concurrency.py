@@ -24,9 +24,8 @@ On a fleet already up (any engine: SGLang on a GPU, say), `--fleet short=STATE -
 runs each workload on that fleet instead of starting vLLM-CPU replicas (and leaves it up); the
 KV budget of the long one is then the fleet's own (SGLang: `--max-total-tokens`). On every fleet a
 job at the largest level runs to completion first, untimed, so no arm pays the engine's first-use
-compiles. The
-counters come from the engine's own /metrics (SGLang: `--enable-metrics`, which fleetgen's fleets
-have); SGLang reports retractions as a gauge, so its "preemptions" are that gauge summed over the
+compiles. The counters come from the engine's own /metrics (SGLang: `--enable-metrics`, which
+fleetgen's fleets have); SGLang reports retractions as a gauge, so its "preemptions" are that gauge summed over the
 once-a-second samples.
 """
 

@@ -48,10 +48,10 @@ def cmd_up(
     """Start a data-parallel fleet and return once every replica is verified. Engine flags go after `--`."""
     import asyncio
 
+    from rich.console import Console
+
     from fleetgen.cli._config import merge_flags
     from fleetgen.config import validate
-
-    from rich.console import Console
 
     console = Console(stderr=True, soft_wrap=True)
     flags = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # the backends load when asked for: `fleetgen down` needs no launcher
+if TYPE_CHECKING:  # a backend loads when a fleet needs one (`status`, `down` of no fleet load none)
     from fleetgen.fleet.backend import Backend
     from fleetgen.fleet.config import FleetConfig
     from fleetgen.fleet.state import FleetState
