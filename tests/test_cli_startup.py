@@ -82,21 +82,43 @@ def test_help_loads_no_command_machinery(tmp_path, argv):
     assert _heavy(modules) == []
 
 
-def test_down_loads_no_http_client(tmp_path):
+# What `status` and `down` of no fleet need not load either: they read the state file as plain JSON, and
+# their options' defaults and help come from cli/_fields.py, not the config models.
+NO_FLEET_HEAVY = ("pydantic", "yaml", "fleetgen.fleet.state", "fleetgen.fleet.config")
+
+
+def test_down_of_no_fleet_loads_no_models_nor_http_client(tmp_path):
     state = tmp_path / "fleet"
     modules = _modules_after(f"from fleetgen.cli.app import app; app(['down', '--state', {str(state)!r}])", tmp_path)
     assert "fleetgen.fleet.stop" in modules  # it ran
-    assert _heavy([m for m in modules if m != "psutil"]) == []  # down may signal through psutil
+    assert _heavy(modules) == []
+    assert [m for m in (*NO_FLEET_HEAVY, "rich.console") if m in modules] == []  # its one line goes out plain
     assert [m for m in OTHER_COMMANDS if m in modules] == []
 
 
-def test_status_loads_no_http_client(tmp_path):
-    """status probes with http.client: no aiohttp (nor the launcher) even when it runs."""
+def test_status_of_no_fleet_loads_no_models_nor_probes(tmp_path):
     state = tmp_path / "fleet"
     argv = ["fleetgen", "status", "--state", str(state)]
     modules = _modules_after(f"sys.argv = {argv!r}; from fleetgen.cli.app import main; main()", tmp_path)
-    assert "fleetgen.fleet.status" in modules  # it ran (and found no fleet there)
-    assert _heavy([m for m in modules if m not in ("psutil", "fleetgen.fleet.status")]) == []
+    assert "fleetgen.fleet.state_file" in modules  # it ran, found no fleet, and said so (through rich)
+    assert _heavy(modules) == []
+    assert [m for m in (*NO_FLEET_HEAVY, "fleetgen.fleet.status") if m in modules] == []
+
+
+def test_status_of_a_fleet_loads_no_http_client(tmp_path):
+    """status probes with http.client: no aiohttp (nor the launcher) even when it checks a replica."""
+    from fleetgen.fleet.net import free_port
+    from fleetgen.fleet.state import FleetState, ReplicaState, ensure_state_dir, write_state
+
+    state = ensure_state_dir(tmp_path / "fleet")
+    dead = ReplicaState(index=0, endpoint=f"http://127.0.0.1:{free_port('127.0.0.1')}", pid=2**22 + 1, create_time=0.0,
+                        engine="vllm", model="m", served_model_name="m", log_path=str(state / "logs" / "0.log"),
+                        command=["vllm"])
+    write_state(state, FleetState(engine="vllm", model="m", served_model_name="m", replicas=[dead]))
+    argv = ["fleetgen", "status", "--state", str(state)]
+    modules = _modules_after(f"sys.argv = {argv!r}; from fleetgen.cli.app import main; main()", tmp_path)
+    assert "fleetgen.fleet.status" in modules  # it probed the replica
+    assert _heavy([m for m in modules if m not in ("psutil", "fleetgen.fleet.status", "fleetgen.fleet.local")]) == []
     assert [m for m in OTHER_COMMANDS if m in modules] == []
 
 

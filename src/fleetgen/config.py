@@ -19,11 +19,6 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-def field_help(model: type[BaseModel], name: str) -> str:
-    """The CLI help of a flag is the description of the field it maps onto."""
-    return model.model_fields[name].description or ""
-
-
 def format_validation_error(err: ValidationError, source: str) -> str:
     parts = []
     for e in err.errors():

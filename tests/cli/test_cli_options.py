@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from fleetgen.cli._config import literal_values
+from fleetgen.cli.field_table import literal_values
 from fleetgen.cli.app import all_commands, app, bindings
 
 BINDINGS = bindings()

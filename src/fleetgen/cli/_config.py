@@ -2,27 +2,31 @@
 
 A flag's help, vocabulary and default are its config field's (description, Literal type, default), so
 `--help`, the YAML and docs/config-reference.md cannot drift apart; `Binding` records which option
-sets which field, for the reference page and the test that holds the defaults equal.
+sets which field, for the reference page and the test that holds the defaults equal. They are read from
+cli/_fields.py, a table generated from the models (cli/field_table.py), so that building a command's
+options imports neither pydantic nor the config tree.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import UnionType
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any
 
 import typer
-from pydantic import BaseModel
 
-from fleetgen.config import read_yaml_mapping
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 
 def merge_flags(
     ctx: typer.Context, flags: dict[str, object], yaml_path: Path | None, field_of: Mapping[str, str] | None = None
 ) -> dict[str, object]:
     """Flags the user typed win over the file; a flag's default fills only what the file leaves out."""
+    from fleetgen.config import read_yaml_mapping
+
     data = read_yaml_mapping(yaml_path) if yaml_path else {}
     field_of = field_of or {}
     for name, value in flags.items():
@@ -38,32 +42,39 @@ def typed(ctx: typer.Context, name: str) -> bool:
     return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
 
 
-def literal_values(annotation: Any) -> tuple[Any, ...]:
-    """The words of a Literal annotation, also inside `X | None` or `int | Literal[...]`; () if it has none."""
-    if get_origin(annotation) is Literal:
-        return get_args(annotation)
-    if get_origin(annotation) in (Union, UnionType):
-        return tuple(v for arm in get_args(annotation) for v in literal_values(arm))
-    return ()
+def _field(model: str, name: str) -> tuple[Any, str, tuple[Any, ...]]:
+    """(default, help, Literal words) of config field `model.name`, from the generated table."""
+    from fleetgen.cli._fields import FIELDS
+
+    try:
+        return FIELDS[model][name]
+    except KeyError:
+        raise KeyError(f"{model}.{name} is not in cli/_fields.py: run `python -m fleetgen.cli.field_table "
+                       "> src/fleetgen/cli/_fields.py`") from None
 
 
-def choices(model: type[BaseModel], name: str) -> str:
+def field_help(model: str, name: str) -> str:
+    """The CLI help of a flag is the description of the field it maps onto."""
+    return _field(model, name)[1]
+
+
+def choices(model: str, name: str) -> str:
     """The field's vocabulary as a metavar, `a|b|c`, for `--help`; the config model still refuses other words.
 
     The option stays a string: a wrong word gets the same one-line error and hint as in a YAML file.
     """
-    values = literal_values(model.model_fields[name].annotation)
+    values = _field(model, name)[2]
     if not values:
-        raise TypeError(f"{model.__name__}.{name} is not typed Literal[...]")
+        raise TypeError(f"{model}.{name} is not typed Literal[...]")
     return "|".join(str(v) for v in values)
 
 
-def default(model: type[BaseModel], name: str) -> Any:
+def default(model: str, name: str) -> Any:
     """The field's default, for the option's: `--help` shows the config's own default, never a copy."""
-    f = model.model_fields[name]
-    if f.is_required():
-        raise TypeError(f"{model.__name__}.{name} has no default")
-    return f.get_default(call_default_factory=True)
+    value = _field(model, name)[0]
+    if value is ...:
+        raise TypeError(f"{model}.{name} has no default a flag can take")
+    return copy.deepcopy(value)  # a list or dict default is the option's own
 
 
 @dataclass(frozen=True)
@@ -75,12 +86,20 @@ class Binding:
     options whose None means "keep what the file says" (commands that read a YAML file first).
     """
 
-    model: type[BaseModel]
+    model_name: str  # a key of cli/field_table.py's MODELS
     field_of: Mapping[str, str] = field(default_factory=dict)
     derived: Mapping[str, str] = field(default_factory=dict)
     overrides: frozenset[str] = frozenset()
 
+    @property
+    def model(self) -> type[BaseModel]:
+        from fleetgen.cli.field_table import model_class
+
+        return model_class(self.model_name)
+
     def field_for(self, option: str) -> str | None:
         """The field option `option` (its parameter name) sets, or None."""
+        from fleetgen.cli._fields import FIELDS
+
         name = self.derived.get(option) or self.field_of.get(option, option)
-        return name if name in self.model.model_fields else None
+        return name if name in FIELDS[self.model_name] else None

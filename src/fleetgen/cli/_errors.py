@@ -3,22 +3,27 @@
 from __future__ import annotations
 
 import errno
+import functools
 import sys
-
-from rich.console import Console
 
 from fleetgen.errors import FleetgenError, ReplicaStartError
 
-_err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+@functools.cache
+def _err():
+    """stderr's console, built at the first error: importing rich costs tens of ms a start without errors need not pay."""
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def report_error(e: FleetgenError) -> int:
-    _err.print(f"[bold red]error:[/] {e.message}", markup=True)
+    _err().print(f"[bold red]error:[/] {e.message}", markup=True)
     if isinstance(e, ReplicaStartError) and e.log_tail:
-        _err.print("[dim]--- last log lines ---[/]")
-        _err.print(e.log_tail, markup=False)
+        _err().print("[dim]--- last log lines ---[/]")
+        _err().print(e.log_tail, markup=False)
     if e.hint:
-        _err.print(f"[yellow]hint:[/] {e.hint}", markup=True)
+        _err().print(f"[yellow]hint:[/] {e.hint}", markup=True)
     return 2
 
 
@@ -48,5 +53,5 @@ def run_guarded(fn) -> None:
     except OSError as e:
         sys.exit(report_os_error(e))
     except KeyboardInterrupt:
-        _err.print("interrupted")
+        _err().print("interrupted")
         sys.exit(130)

@@ -12,13 +12,13 @@ from rich.table import Table
 from fleetgen.cli._config import Binding, typed
 from fleetgen.cli._config import choices as _c
 from fleetgen.cli._config import default as _d
-from fleetgen.config import field_help as _h
+from fleetgen.cli._config import field_help as _h
 from fleetgen.errors import ConfigError
 from fleetgen.export import ExportConfig
 
-E = ExportConfig
+E = "ExportConfig"
 BINDINGS = {
-    "export": Binding(ExportConfig, {"finish_reason": "finish_reasons"}, derived={"split": "eval_fraction"}),
+    "export": Binding("ExportConfig", {"finish_reason": "finish_reasons"}, derived={"split": "eval_fraction"}),
 }
 
 console = Console(stderr=True, highlight=False)

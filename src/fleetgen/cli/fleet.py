@@ -14,8 +14,7 @@ import typer
 
 from fleetgen.cli._config import Binding
 from fleetgen.cli._config import default as _d
-from fleetgen.config import field_help as _h
-from fleetgen.fleet import FleetConfig
+from fleetgen.cli._config import field_help as _h
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -23,19 +22,13 @@ if TYPE_CHECKING:
     from fleetgen.fleet.jobs import JobProgress
 
 
-def _console():
-    from rich.console import Console
-
-    return Console(stderr=True, soft_wrap=True)
-
-
-F = FleetConfig
+F = "FleetConfig"
 _FIELD_OF = {"state": "state_dir", "grace": "stop_grace_s"}
-BINDINGS = {name: Binding(FleetConfig, _FIELD_OF) for name in ("status", "down")}
+BINDINGS = {name: Binding("FleetConfig", _FIELD_OF) for name in ("status", "down")}
 
-StateOpt = Annotated[Path, typer.Option("--state", help=_h(FleetConfig, "state_dir"))]
+StateOpt = Annotated[Path, typer.Option("--state", help=_h("FleetConfig", "state_dir"))]
 ApiKeyOpt = Annotated[
-    Optional[str], typer.Option("--api-key", envvar="FLEETGEN_API_KEY", show_envvar=True, help=_h(FleetConfig, "api_key"))
+    Optional[str], typer.Option("--api-key", envvar="FLEETGEN_API_KEY", show_envvar=True, help=_h("FleetConfig", "api_key"))
 ]
 
 
@@ -45,6 +38,10 @@ def cmd_status(
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:
     """Show each replica (alive, healthy, latency, load, throughput, memory) and the jobs driving the fleet."""
+    from fleetgen.fleet.state_file import read_state_json
+
+    read_state_json(state)  # no fleet: its one-line error comes before the probes and the state models load
+
     import asyncio
     import json
 
@@ -127,7 +124,7 @@ def cmd_down(
     from fleetgen.fleet.stop import down
 
     n = down(state, grace_s=grace)
-    _console().print(f"stopped {n} process(es)" if n else f"no fleet running from {state}")
+    typer.echo(f"stopped {n} process(es)" if n else f"no fleet running from {state}", err=True)
 
 
 def register(app: typer.Typer) -> None:

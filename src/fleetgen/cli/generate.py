@@ -15,7 +15,7 @@ from fleetgen.cli._config import Binding, merge_flags
 from fleetgen.cli._config import choices as _c
 from fleetgen.cli._config import default as _d
 from fleetgen.cli._wide import print_whole
-from fleetgen.config import field_help as _h
+from fleetgen.cli._config import field_help as _h
 from fleetgen.config import validate
 from fleetgen.errors import ConfigError
 # Only the config and two light modules at module level: the runner (aiohttp, the journal) loads when the command runs.
@@ -28,10 +28,10 @@ if TYPE_CHECKING:
 
 console = Console(stderr=True)
 
-G = GenerateConfig
+G = "GenerateConfig"
 # CLI flag -> config field, where the names differ.
 _FIELD_OF = {"output": "output_dir", "fleet": "fleet_state", "endpoint": "endpoints"}
-BINDINGS = {"generate": Binding(GenerateConfig, _FIELD_OF, derived={"profiles": "profiles"})}
+BINDINGS = {"generate": Binding("GenerateConfig", _FIELD_OF, derived={"profiles": "profiles"})}
 # One panel of --help for the flags that split a job: --shards N runs all N here, --shard i/N is one of them.
 _PARTS = "Partitioning"
 

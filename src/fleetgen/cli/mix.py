@@ -10,21 +10,20 @@ from rich.console import Console
 from rich.table import Table
 
 from fleetgen.cli._config import Binding
-from fleetgen.config import field_help as _h
+from fleetgen.cli._config import field_help as _h
 from fleetgen.errors import ConfigError
-from fleetgen.mix.recipe import MixRecipe
 
 console = Console(stderr=True, highlight=False)
 # --seed and --total change what the recipe says only when given.
-BINDINGS = {"mix": Binding(MixRecipe, overrides=frozenset({"seed", "total"}))}
+BINDINGS = {"mix": Binding("MixRecipe", overrides=frozenset({"seed", "total"}))}
 
 
 def cmd_mix(
     recipe: Annotated[Optional[Path], typer.Argument(help="Recipe YAML: sources, quotas, filters.")] = None,
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Output file: *.jsonl or *.parquet.")] = None,
     report: Annotated[Optional[Path], typer.Option("--report", help="Write report.md, summary.json and PNG charts here.")] = None,
-    seed: Annotated[Optional[int], typer.Option(help=_h(MixRecipe, "seed"))] = None,
-    total: Annotated[Optional[int], typer.Option(help=_h(MixRecipe, "total"))] = None,
+    seed: Annotated[Optional[int], typer.Option(help=_h("MixRecipe", "seed"))] = None,
+    total: Annotated[Optional[int], typer.Option(help=_h("MixRecipe", "total"))] = None,
     list_adapters: Annotated[bool, typer.Option("--list-adapters", help="List the dataset adapters and exit.")] = False,
 ) -> None:
     """Build a balanced, deduplicated prompt set from the recipe's datasets."""

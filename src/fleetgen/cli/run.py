@@ -11,9 +11,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from fleetgen.cli._config import Binding
-from fleetgen.config import field_help as _h
+from fleetgen.cli._config import field_help as _h
 from fleetgen.config import validate
-from fleetgen.generate import GenerateConfig
 
 if TYPE_CHECKING:
     from fleetgen.run import RunEvent
@@ -22,7 +21,7 @@ console = Console(stderr=True, soft_wrap=True)
 
 # The metrics flags set generate.metrics_* of the job file, and only when given.
 BINDINGS = {
-    "run": Binding(GenerateConfig, overrides=frozenset({"metrics_port", "metrics_host"})),
+    "run": Binding("GenerateConfig", overrides=frozenset({"metrics_port", "metrics_host"})),
 }
 
 _STYLE = {"start": "bold", "done": "green", "skip": "dim", "invalidated": "yellow", "info": ""}
@@ -32,10 +31,10 @@ def cmd_run(
     job_file: Annotated[Path, typer.Argument(help="Job YAML: doctor, fleet, mix, generate, export, report sections.")],
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in the job's workdir; finished stages are skipped.")] = False,
     keep_fleet: Annotated[bool, typer.Option("--keep-fleet", help="Leave the fleet running after generate.")] = False,
-    metrics_port: Annotated[Optional[int], typer.Option(help=_h(GenerateConfig, "metrics_port"))] = None,
-    metrics_host: Annotated[Optional[str], typer.Option(help=_h(GenerateConfig, "metrics_host"))] = None,
+    metrics_port: Annotated[Optional[int], typer.Option(help=_h("GenerateConfig", "metrics_port"))] = None,
+    metrics_host: Annotated[Optional[str], typer.Option(help=_h("GenerateConfig", "metrics_host"))] = None,
     metrics_allow_remote: Annotated[
-        bool, typer.Option("--metrics-allow-remote", help=_h(GenerateConfig, "metrics_allow_remote"))
+        bool, typer.Option("--metrics-allow-remote", help=_h("GenerateConfig", "metrics_allow_remote"))
     ] = False,
 ) -> None:
     """Run doctor -> mix -> up -> generate -> down -> export -> report; resumable at every stage."""

@@ -12,12 +12,12 @@ from fleetgen.cli._config import Binding
 from fleetgen.cli._config import choices as _c
 from fleetgen.cli._config import default as _d
 from fleetgen.cli.fleet import ApiKeyOpt, StateOpt
-from fleetgen.config import field_help as _h
+from fleetgen.cli._config import field_help as _h
 from fleetgen.fleet import FleetConfig
 
-F = FleetConfig
+F = "FleetConfig"
 _FIELD_OF = {"startup_timeout": "startup_timeout_s", "state": "state_dir"}
-BINDINGS = {"up": Binding(FleetConfig, _FIELD_OF)}
+BINDINGS = {"up": Binding("FleetConfig", _FIELD_OF)}
 
 
 def cmd_up(

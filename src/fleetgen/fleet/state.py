@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from fleetgen.errors import FleetError
-
-STATE_FILE = "fleet.json"
+from fleetgen.fleet.state_file import STATE_FILE, UNREADABLE_HINT, read_state_json, state_path  # noqa: F401 (re-exported)
 
 
 class ReplicaState(BaseModel):
@@ -58,10 +56,6 @@ class FleetState(BaseModel):
         return [r.endpoint for r in self.replicas]
 
 
-def state_path(state_dir: Path) -> Path:
-    return Path(state_dir) / STATE_FILE
-
-
 def ensure_state_dir(state_dir: Path) -> Path:
     """Create the state directory private to the user (0700): it holds logs and pids."""
     d = Path(state_dir)
@@ -81,15 +75,10 @@ def write_state(state_dir: Path, state: FleetState) -> Path:
 
 
 def read_state(state_dir: Path) -> FleetState:
-    path = state_path(state_dir)
     try:
-        return FleetState.model_validate(json.loads(path.read_text(encoding="utf-8")))
-    except FileNotFoundError:
-        raise FleetError(
-            f"no fleet state in {state_dir}", hint="start one with `fleetgen up`, or pass --state DIR"
-        ) from None
-    except (ValueError, json.JSONDecodeError) as e:
-        raise FleetError(f"fleet state {path} is unreadable: {e}", hint="run `fleetgen down --force`") from None
+        return FleetState.model_validate(read_state_json(state_dir))
+    except ValidationError as e:
+        raise FleetError(f"fleet state {state_path(state_dir)} is unreadable: {e}", hint=UNREADABLE_HINT) from None
 
 
 def clear_state(state_dir: Path) -> None:

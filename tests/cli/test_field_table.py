@@ -1,0 +1,41 @@
+"""cli/_fields.py, the table the CLI builds its options from without pydantic, is what the config models say today."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fleetgen.cli import _config
+from fleetgen.cli._fields import FIELDS
+from fleetgen.cli.field_table import COMMAND, MODELS, model_class, render
+
+TABLE = Path(__file__).parents[2] / "src" / "fleetgen" / "cli" / "_fields.py"
+
+
+def test_the_committed_table_is_current():
+    assert TABLE.read_text(encoding="utf-8") == render(), f"src/fleetgen/cli/_fields.py is stale: run `{COMMAND}`"
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_the_table_rebuilds_each_default_the_model_gives(name):
+    """Read back through Python: a Path stays a Path, a list default a fresh list."""
+    model = model_class(name)
+    assert set(FIELDS[name]) == set(model.model_fields)
+    for field, info in model.model_fields.items():
+        if FIELDS[name][field][0] is ...:
+            with pytest.raises(TypeError, match="no default"):
+                _config.default(name, field)
+        else:
+            assert _config.default(name, field) == info.get_default(call_default_factory=True), f"{name}.{field}"
+
+
+def test_a_list_default_is_each_option_s_own():
+    first = _config.default("ExportConfig", "finish_reasons")
+    first.append("length")
+    assert _config.default("ExportConfig", "finish_reasons") == ["stop", "tool_calls"]
+
+
+def test_a_field_missing_from_the_table_names_the_command_that_rebuilds_it():
+    with pytest.raises(KeyError, match="field_table"):
+        _config.field_help("FleetConfig", "no_such_field")
