@@ -7,6 +7,8 @@ work on the machine falls on both alike (a hyperfine-like loop; hyperfine is not
 /tmp/before`), "after" this checkout's src/. `status` and `down` run against an empty state
 directory: status reads the state and stops (no fleet, so no replica to probe and no throughput
 sample); down finds nothing to stop. Reports the median, min and max wall per command and arm.
+The before tree is first on the path, so a dependency installed into it is the before arm's own:
+`pip install --no-deps --target /tmp/before/src typer==0.29.2` measures a typer change as well.
 
 Usage: .venv/bin/python bench/cli_startup.py --before-src /tmp/before/src [--repeats 15] [--out bench/results/cli_startup.json]
 """
