@@ -18,7 +18,7 @@ from fleetgen.doctor.report import DoctorReport, Status
 
 # The checks (and what they import: the fleet, psutil, aiohttp) load when the command runs.
 D = "DoctorConfig"
-BINDINGS = {"doctor": Binding("DoctorConfig", {"engine_arg": "engine_args"})}
+BINDINGS = {"doctor": Binding(D, {"engine_arg": "engine_args"})}
 _STYLE = {Status.OK: "green", Status.SKIP: "dim", Status.WARN: "yellow", Status.FAIL: "bold red"}
 
 
@@ -32,7 +32,7 @@ def doctor(
         Optional[int], typer.Option(help=field_help(D, "max_running_requests"))
     ] = _d(D, "max_running_requests"),
     context_length: Annotated[Optional[int], typer.Option(help=field_help(D, "context_length"))] = _d(D, "context_length"),
-    engine_arg: Annotated[Optional[list[str]], typer.Option("--engine-arg", help=field_help("DoctorConfig", "engine_args") + " Repeatable.")] = None,
+    engine_arg: Annotated[Optional[list[str]], typer.Option("--engine-arg", help=field_help(D, "engine_args") + " Repeatable.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON (schema: docs/doctor.md).")] = False,
     fix: Annotated[Optional[Path], typer.Option("--fix", help="Write an env script and a CUDA_HOME overlay to this directory.")] = None,
 ) -> None:

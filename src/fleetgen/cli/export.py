@@ -18,7 +18,7 @@ from fleetgen.export import ExportConfig
 
 E = "ExportConfig"
 BINDINGS = {
-    "export": Binding("ExportConfig", {"finish_reason": "finish_reasons"}, derived={"split": "eval_fraction"}),
+    "export": Binding(E, {"finish_reason": "finish_reasons"}, derived={"split": "eval_fraction"}),
 }
 
 console = Console(stderr=True, highlight=False)

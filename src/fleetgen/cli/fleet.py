@@ -24,11 +24,11 @@ if TYPE_CHECKING:
 
 F = "FleetConfig"
 _FIELD_OF = {"state": "state_dir", "grace": "stop_grace_s"}
-BINDINGS = {name: Binding("FleetConfig", _FIELD_OF) for name in ("status", "down")}
+BINDINGS = {name: Binding(F, _FIELD_OF) for name in ("status", "down")}
 
-StateOpt = Annotated[Path, typer.Option("--state", help=_h("FleetConfig", "state_dir"))]
+StateOpt = Annotated[Path, typer.Option("--state", help=_h(F, "state_dir"))]
 ApiKeyOpt = Annotated[
-    Optional[str], typer.Option("--api-key", envvar="FLEETGEN_API_KEY", show_envvar=True, help=_h("FleetConfig", "api_key"))
+    Optional[str], typer.Option("--api-key", envvar="FLEETGEN_API_KEY", show_envvar=True, help=_h(F, "api_key"))
 ]
 
 

@@ -31,7 +31,7 @@ console = Console(stderr=True)
 G = "GenerateConfig"
 # CLI flag -> config field, where the names differ.
 _FIELD_OF = {"output": "output_dir", "fleet": "fleet_state", "endpoint": "endpoints"}
-BINDINGS = {"generate": Binding("GenerateConfig", _FIELD_OF, derived={"profiles": "profiles"})}
+BINDINGS = {"generate": Binding(G, _FIELD_OF, derived={"profiles": "profiles"})}
 # One panel of --help for the flags that split a job: --shards N runs all N here, --shard i/N is one of them.
 _PARTS = "Partitioning"
 

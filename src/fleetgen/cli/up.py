@@ -17,7 +17,7 @@ from fleetgen.fleet import FleetConfig
 
 F = "FleetConfig"
 _FIELD_OF = {"startup_timeout": "startup_timeout_s", "state": "state_dir"}
-BINDINGS = {"up": Binding("FleetConfig", _FIELD_OF)}
+BINDINGS = {"up": Binding(F, _FIELD_OF)}
 
 
 def cmd_up(
