@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from fleetgen.errors import FleetError
-from fleetgen.fleet.state_file import STATE_FILE, UNREADABLE_HINT, read_state_json, state_path  # noqa: F401 (re-exported)
+from fleetgen.fleet.state_file import UNREADABLE_HINT, read_state_json, state_path  # noqa: F401 (state_path: re-exported)
 
 
 class ReplicaState(BaseModel):
