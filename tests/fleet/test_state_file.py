@@ -30,3 +30,4 @@ def test_a_state_that_parses_but_is_no_fleet_state_is_unreadable_too(tmp_path):
     assert read_state_json(tmp_path) == {"engine": "vllm"}  # the raw read does not judge the fields
     with pytest.raises(FleetError, match="unreadable"):
         read_state(tmp_path)
+    assert down(tmp_path) == 0  # as for no fleet: nothing it can name to stop

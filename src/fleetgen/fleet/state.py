@@ -74,9 +74,10 @@ def write_state(state_dir: Path, state: FleetState) -> Path:
     return path
 
 
-def read_state(state_dir: Path) -> FleetState:
+def read_state(state_dir: Path, raw: dict | None = None) -> FleetState:
+    """The fleet state; `raw`: the file's mapping where the caller already read it (read_state_json)."""
     try:
-        return FleetState.model_validate(read_state_json(state_dir))
+        return FleetState.model_validate(read_state_json(state_dir) if raw is None else raw)
     except ValidationError as e:
         raise FleetError(f"fleet state {state_path(state_dir)} is unreadable: {e}", hint=UNREADABLE_HINT) from None
 
