@@ -299,6 +299,8 @@ def main() -> None:
     ap.add_argument("--fence-commits", type=int, default=0, help="also measure the lease's fence check over this many commits per arm")
     ap.add_argument("--fence-batch", type=int, default=1, help="rows per commit in the fence measurement (1: the check's worst share)")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp"))
+    ap.add_argument("--keep", type=Path, help="write the rows into this directory and keep it; a later run with the same "
+                    "--keep and --rows skips the write (the 10M write takes 8-14 min) and runs the arms on it")
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/journal_bench.json")
     args = ap.parse_args()
     if args.child == "resume":
@@ -309,7 +311,7 @@ def main() -> None:
         return child_doneset(args.outdir)
 
     report: dict = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"}
-    work = Path(tempfile.mkdtemp(prefix="fleetgen-journal-bench-", dir=args.workdir))
+    work = args.keep or Path(tempfile.mkdtemp(prefix="fleetgen-journal-bench-", dir=args.workdir))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -317,9 +319,18 @@ def main() -> None:
     try:
         if args.rows:
             prompts, outdir = work / "prompts.jsonl", work / "out"
-            write_prompts(prompts, args.rows)
-            _record_identity(prompts, outdir)
-            report["write"] = bench_write(outdir, args.rows, args.batch, args.snapshot_at)
+            written = work / f"written-{args.rows}.json"  # a kept directory's write, done before
+            if args.keep and written.exists():
+                report["write"] = json.loads(written.read_text())
+            else:
+                if args.keep:
+                    shutil.rmtree(work, ignore_errors=True)
+                    work.mkdir(parents=True)
+                write_prompts(prompts, args.rows)
+                _record_identity(prompts, outdir)
+                report["write"] = bench_write(outdir, args.rows, args.batch, args.snapshot_at)
+                if args.keep:
+                    written.write_text(json.dumps(report["write"]))
             w = report["write"]
             print(f"write {w['rows']:,} rows: {w['wall_s']:.1f} s, {w['rows_per_s']:,.0f} rows/s, {w['commits']} fsynced commits, "
                   f"{w['bytes_per_row']:.0f} B/row", flush=True)
@@ -335,7 +346,8 @@ def main() -> None:
                             (outdir / name).unlink(missing_ok=True)
                     if arm in ("cut", "before-cut"):
                         if cut_ckpt is None:  # the checkpoint the first full pass wrote, less its last frame
-                            cut_ckpt, cut_line = _without_last_frame(ckpt)
+                            full = work / "resume.ckpt.full"  # kept by an earlier run's "after" arm (--keep)
+                            cut_ckpt, cut_line = _without_last_frame(full if full.exists() and "after" not in runs else ckpt)
                             report["cut_checkpoint"] = {"watermark_line": cut_line, "rows_past_it": args.rows - cut_line + 1}
                         ckpt.write_bytes(cut_ckpt)
                         early = work / "results.done.early"  # a killed run: its last snapshot predates the end
@@ -344,6 +356,8 @@ def main() -> None:
                     r = _child("resume", "--arm", arm, "--prompts", str(prompts), "--outdir", str(outdir),
                                "--endpoint", f"http://127.0.0.1:{port}", src=args.before_src if arm.startswith("before") else None)
                     assert r["resumed"] == args.rows and r["ok"] == 0, r
+                    if arm == "after" and args.keep:
+                        shutil.copy(ckpt, work / "resume.ckpt.full")
                     runs[arm].append(r)
                     print(f"resume {args.rows:,} rows, {arm}: {r['wall_s']:.2f} s wall, {r['cpu_s']:.2f} s CPU "
                           f"(fingerprint {r['fingerprint_s']:.2f} s, Journal.open {r.get('journal_open_s', 0.0):.2f} s, "
@@ -364,8 +378,9 @@ def main() -> None:
                       f"{m['cpu_s']:.2f} s CPU; fingerprint {m['fingerprint_s']:.2f}, Journal.open {m['journal_open_s']:.2f}, "
                       f"checkpoint {m['checkpoint_open_s']:.2f}, snapshot save {m['snapshot_save_s']:.2f}; process {m['process_s']:.2f} s"
                       + (f"; before / {arm} = {ratios[arm]:.2f}" if ratios and arm in ratios else ""), flush=True)
-            shutil.rmtree(work / "out")
-            prompts.unlink()
+            if not args.keep:
+                shutil.rmtree(work / "out")
+                prompts.unlink()
         if args.fence_commits:
             report["fence"] = f = bench_fence(work, args.fence_commits, args.fence_batch, args.repeats)
             m = f["median_per_commit_us"]
@@ -394,7 +409,8 @@ def main() -> None:
     finally:
         server.kill()
         server.wait()
-        shutil.rmtree(work, ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
 

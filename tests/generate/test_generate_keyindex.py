@@ -88,6 +88,50 @@ def test_flat_done_set_agrees_with_a_dict_through_growth_and_bulk_adds():
         assert done.has_all(f"r{i}", 2) == all((f"r{i}", k) in ref for k in (0, 1))
 
 
+def _bulk(done: DoneSet, keys: list[tuple[str, int]]) -> int:
+    hs = [id_hash(r) for r, _ in keys]
+    return done.add_many(np.array([h & (2**64 - 1) for h in hs], dtype=np.uint64),
+                         np.array([h >> 64 for h in hs], dtype=np.uint64), np.array([k for _, k in keys]))
+
+
+def _slots(done: DoneSet) -> list[tuple[int, int, int]]:
+    return sorted(zip(*(a.tolist() for a in done._occupied())))
+
+
+def test_a_done_set_over_a_read_only_table_adds_beside_it_and_merges_to_the_same_table():
+    """A resume's inserts over a mapped snapshot must not write the table (a write copies its page)."""
+    rng = random.Random(12)
+    key = lambda: (f"r{rng.randrange(6000)}", rng.choice([0, 1, 2, 64, 70]))  # noqa: E731
+    base, ref = DoneSet(), set()
+    for _ in range(3000):
+        k = key()
+        base.add(*k)
+        ref.add(k)
+    frozen = bytes(base.table)  # read-only: any write into it raises
+    done = DoneSet.over(memoryview(frozen).cast("Q"), base.ids, set(base._wide), set(), base.results, base.errors)
+    for step in range(12):
+        if step % 3 == 2:  # the index frames after a snapshot: known keys and new ones
+            keys = [key() for _ in range(500)]
+            assert _bulk(done, keys) == len(set(keys) - ref)
+            ref |= set(keys)
+        else:
+            for _ in range(400):
+                k = key()
+                assert done.add(*k) == (k not in ref)
+                ref.add(k)
+    assert bytes(memoryview(frozen)) == frozen and done._tail is not None and done._tail.ids > 0
+    for i in range(6000):
+        rid = f"r{i}"
+        for s in (0, 1, 2, 3, 64, 70):
+            assert ((rid, s) in done) == ((rid, s) in ref)
+        for samples in (2, 3):  # e.g. sample 0 in the table, 1 in the tail
+            assert done.has_all(rid, samples) == all((rid, s) in ref for s in range(samples))
+    plain = DoneSet()
+    _bulk(plain, sorted(ref))
+    _ = done.table  # a snapshot wants the whole table: the tail merged in
+    assert done._tail is None and done.ids == plain.ids and _slots(done) == _slots(plain) and done._wide == plain._wide
+
+
 # --- the index on random kills, against the full scan ----------------------------------------------------
 
 CHILD = textwrap.dedent(
