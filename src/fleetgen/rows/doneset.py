@@ -127,9 +127,10 @@ class DoneSet:
                 break  # empty (bits 0: not in the table) or found
             i = (i + 1) & mask
         if bits & want != want:
-            if self._tail is None:
+            tail = self._tail
+            if tail is None:
                 return False
-            bits |= self._tail._bits(h)
+            bits |= _probe_bits(tail._t, tail._mask, lo, hi)
             if bits & want != want:
                 return False
         return samples <= 64 or all((h, k) in self._wide for k in range(64, samples))
@@ -302,6 +303,17 @@ class DoneSet:
         for start in range(0, len(used), CHUNK):
             at = used[start : start + CHUNK]
             self._probe_in(old[at, 0], old[at, 1], old[at, 2])
+
+
+def _probe_bits(t: array, mask: int, lo: int, hi: int) -> int:
+    """The sample bits of key (lo, hi) in table t, 0 when absent (what _slot walks, for has_all_hash's tail)."""
+    i = lo & mask
+    while True:
+        j = 3 * i
+        bits = t[j + 2]
+        if not bits or t[j] == lo and t[j + 1] == hi:
+            return bits
+        i = (i + 1) & mask
 
 
 def _distinct(lo: np.ndarray, hi: np.ndarray, bits: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -51,7 +51,8 @@ _FRAME_MAGIC = b"CP01"
 _FRAME = struct.Struct("<4sIQQQQQIII")
 _CRC = struct.Struct("<I")
 _HEAD = _FRAME.size + _CRC.size  # a frame's fields and their CRC, before its claims
-FLUSH_CLAIMS = 1 << 16  # resolved claims buffered before a frame is written without waiting for a commit
+FLUSH_CLAIMS = 1 << 14  # resolved claims buffered before a frame is written without waiting for a commit (a full pass
+# killed re-reads at most this many rows; 1 << 16 left 38,528 rows past the watermark of a 10M-row pass cut at its last frame)
 
 
 def checkpoint_name(suffix: str = "") -> str:

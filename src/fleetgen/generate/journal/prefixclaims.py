@@ -7,7 +7,7 @@ from array import array
 import numpy as np
 
 from fleetgen.generate.journal.claimsfile import SortedClaims
-from fleetgen.rows.doneset import U64, id_hash
+from fleetgen.rows.doneset import U64
 
 CLAIM_DTYPE = np.dtype([("lo", "<u8"), ("hi", "<u8"), ("line", "<u4")])  # 20 bytes a claimed id
 
@@ -27,9 +27,8 @@ class PrefixClaims:
     def __len__(self) -> int:
         return (len(self._claims) if self._lo is None else len(self._lo)) + (len(self._snap.lo) if self._snap else 0)
 
-    def line_of(self, rid: str) -> int | None:
-        """The line that claimed `rid` before the watermark, or None."""
-        h = id_hash(rid)
+    def line_of_hash(self, h: int) -> int | None:
+        """The line that claimed the id hashed `h` (id_hash) before the watermark, or None."""
         lo, hi = h & U64, h >> 64
         snap = self._snap
         if snap is not None:
@@ -41,6 +40,8 @@ class PrefixClaims:
                     return line if line < self._limit else None  # an id is claimed once: not before the watermark
                 i += 1
         if self._lo is None:
+            if not len(self._claims):
+                return None  # all in the snapshot (a resume after a graceful stop)
             self._sort()
         i = int(self._lo.searchsorted(np.uint64(lo)))
         n = len(self._lo)

@@ -119,16 +119,18 @@ class WorkList:
         progress = self.progress
         start = progress.start if progress is not None else None
         first_line = FirstLines.for_rows(max(0, self.stats.total // samples - (start.line - 1 if start else 0)))  # rows x samples
-        has_all, claim, fast = done.has_all_hash, first_line.setdefault, self.fast_skip
+        has_all, fast = done.has_all_hash, self.fast_skip
+        claim = local = first_line.setdefault
+        prefix = None  # the ids claimed before the watermark, by hash
         hash_ids = done.ids > 0  # nothing done before this run: no row is skipped (ids done later fail the claim)
         if start is not None:
             self.stats.resumed += start.count
             self.next_resumed += start.count
             if len(start.claims):
-                prefix, local = start.claims.line_of, first_line.setdefault
+                prefix = start.claims.line_of_hash
 
                 def claim(rid: str, line: int) -> int:
-                    seen = prefix(rid)  # an id first seen before the watermark
+                    seen = prefix(id_hash(rid))  # an id first seen before the watermark
                     return local(rid, line) if seen is None else seen
         if progress is not None:
             resolved, pending_row, pending_bad = progress.resolved, progress.pending_row, progress.pending_bad
@@ -147,14 +149,15 @@ class WorkList:
             #   becomes the first); it runs after `has_all`, so a fresh run pays only the lookup;
             # - a line recorded as a bad row goes the full path: it may normalize now (a newer
             #   fleetgen, or --force on a changed file), and then the full path claims its id;
-            # - the claim comes last, only for a row that is skipped: `claim` records the line.
+            # - the claim comes last, only for a row that is skipped: `claim` records the line
+            #   (inlined, with the hash has_all took: an id claimed before the watermark is on an earlier line).
             if fast and line not in bad_lines:
                 rid = raw_id(row)
                 if rid is not None and not shard.whole and surely_valid(row) and not shard.owns(rid):
                     resolved(line, end, 0, None)
                     continue  # another shard's row (normalize gives it this id)
                 if (rid is not None and hash_ids and has_all(h := id_hash(rid), samples) and surely_valid(row)
-                        and claim(rid, line) == line):
+                        and (prefix is None or prefix(h) is None) and local(rid, line) == line):
                     self.stats.resumed += samples  # what record(Skipped(rid, k)) does for each sample
                     self.next_resumed += samples
                     resolved(line, end, samples, h)
