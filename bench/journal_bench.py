@@ -26,6 +26,7 @@
 
 Usage: .venv/bin/python bench/journal_bench.py [--rows 1000000] [--repeats 2] [--before-src DIR/src] [--stream-rows 10000000]
        [--doneset-rows 10000000 --samples 1] [--out bench/results/journal_bench.json]
+       [--keep DIR]  (write the rows once into DIR and keep it; later runs with the same DIR and --rows run the arms on it)
 """
 
 from __future__ import annotations
