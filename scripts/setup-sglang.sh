@@ -21,12 +21,11 @@ trap 'rm -f "$log"' EXIT
 # neither). PyPI's torchvision is a CUDA build whose kernels do not load beside the CPU torch:
 # 0.28.0 is the release for torch 2.13, installed without deps; src/fleetgen/fleet/engines/sglang_flags.py declares
 # the two op schemas its import needs.
-if ! "$V/bin/python" -m pip install --quiet --disable-pip-version-check \
-      "torch==2.13.0+cpu" "transformers==5.6.0" "openai==2.6.1" "triton==3.8.0" \
+source scripts/pip_install.sh
+if ! pip_install "$V" "torch==2.13.0+cpu" "transformers==5.6.0" "openai==2.6.1" "triton==3.8.0" \
       partial_json_parser dill sentencepiece orjson psutil pybase64 requests pillow starlette \
       ipython aiohttp pyzmq pyyaml >"$log" 2>&1 \
-   || ! "$V/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
-      "sglang==$SGLANG_VERSION" "torchvision==0.28.0" >>"$log" 2>&1; then
+   || ! pip_install "$V" --no-deps "sglang==$SGLANG_VERSION" "torchvision==0.28.0" >>"$log" 2>&1; then
   cat "$log" >&2
   exit 1
 fi

