@@ -10,7 +10,7 @@ pip_install() {
   local venv=$1
   shift
   if [ -z "${FLEETGEN_NO_UV:-}" ] \
-     && { _has_uv "$venv" || "$venv/bin/python" -m pip install --quiet "uv==$UV_VERSION"; } \
+     && { _has_uv "$venv" || "$venv/bin/python" -m pip install --quiet "uv==$UV_VERSION" >/dev/null 2>&1; } \
      && "$venv/bin/python" scripts/uv_pip.py "$venv/bin/python" "$venv/bin/uv" -- install --quiet "$@"; then
     return 0
   fi
