@@ -8,8 +8,9 @@
    Arms on the same file, alternating `--repeats` times (`--arms` picks them), complete.json removed
    before each but "mark". "before" runs the source tree given by `--before-src` (e.g. `git archive
    <commit> src | tar -x -C /tmp/before`) with the checkpoint removed (the full pass); "before-cut" the
-   same tree with the checkpoint cut back to its second-to-last frame (an interrupted run: the rows
-   past the watermark, ~1.7% at 1M, are read, each one's id looked up among those claimed before it);
+   same tree with the checkpoint cut back to its second-to-last frame, or with `--cut-rows N` to the
+   last one leaving N rows past its watermark (an interrupted run: the rows past the watermark are
+   read, each one's id looked up among those claimed before it);
    "after" the code as it is with its checkpoint, claims and done-set snapshots and prompt stamp
    removed (the full pass, as on the first resume after an upgrade; it writes them anew); "cut" the code as it
    is with the same cut checkpoint and the done-set snapshot taken at `--snapshot-at` (0.98) of the
@@ -262,8 +263,9 @@ def _child(*args: str, src: Path | None = None) -> dict:
     return {**json.loads(out.stdout.strip().splitlines()[-1]), "process_s": time.monotonic() - t0}
 
 
-def _without_last_frame(ckpt: Path) -> tuple[bytes, int]:
-    """The checkpoint's bytes up to its last frame, and the watermark line of the frame before it."""
+def _cut_back(ckpt: Path, rows: int, past: int) -> tuple[bytes, int]:
+    """The checkpoint's bytes up to its last frame that leaves at least `past` rows after its watermark
+    (0: the frame before the last), and that frame's watermark line; back to the header if none."""
     from fleetgen.generate.journal import checkpoint as wm
     data = ckpt.read_bytes()
     pos, starts, lines = len(wm._MAGIC) + 32, [], []
@@ -272,7 +274,10 @@ def _without_last_frame(ckpt: Path) -> tuple[bytes, int]:
         starts.append(pos)
         lines.append(fields[2])
         pos += wm._FRAME.size + wm._CRC.size + fields[1] * wm.CLAIM_DTYPE.itemsize
-    return data[: starts[-1]], (lines[-2] if len(lines) > 1 else 1)  # one frame: back to the header (a full pass)
+    keep = [i for i in range(len(lines) - 1) if rows - lines[i] + 1 >= past]
+    if not keep:
+        return data[: starts[0]] if starts else data, 1  # the header alone: a full pass
+    return data[: starts[keep[-1] + 1]], lines[keep[-1]]
 
 
 def _median(values: list[float]) -> float:
@@ -291,6 +296,9 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=2, help="resume runs per arm, alternating")
     ap.add_argument("--arm", choices=["before", "before-cut", "after", "cut", "mark"], default="after")
+    ap.add_argument("--cut-rows", type=int, default=0,
+                    help="cut arms: the checkpoint goes back to the last frame leaving at least this many rows past its "
+                         "watermark (0: the frame before the last)")
     ap.add_argument("--arms", default="before,before-cut,after,cut,mark",
                     help="arms to run, in this order each repeat (before* need --before-src; a cut arm needs a full pass before it)")
     ap.add_argument("--snapshot-at", type=float, default=0.98,
@@ -348,7 +356,7 @@ def main() -> None:
                     if arm in ("cut", "before-cut"):
                         if cut_ckpt is None:  # the checkpoint the first full pass wrote, less its last frame
                             full = work / "resume.ckpt.full"  # kept by an earlier run's "after" arm (--keep)
-                            cut_ckpt, cut_line = _without_last_frame(full if full.exists() and "after" not in runs else ckpt)
+                            cut_ckpt, cut_line = _cut_back(full if full.exists() and "after" not in runs else ckpt, args.rows, args.cut_rows)
                             report["cut_checkpoint"] = {"watermark_line": cut_line, "rows_past_it": args.rows - cut_line + 1}
                         ckpt.write_bytes(cut_ckpt)
                         early = work / "results.done.early"  # a killed run: its last snapshot predates the end

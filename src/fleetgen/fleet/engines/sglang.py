@@ -9,16 +9,15 @@ Command lines are checked against SGLang's own parser by `sglang_validate`.
 from __future__ import annotations
 
 import os
-import re
 
 from fleetgen.errors import EngineError
 from fleetgen.fleet.engines.base import (
-    Engine, FatalPattern, Metrics, Phase, ReplicaSpec, metric_totals, without_flag,
+    Engine, FatalPattern, LazyRegex, Metrics, Phase, ReplicaSpec, metric_totals, without_flag,
 )
 from fleetgen.fleet.engines.sglang_validate import validate_command_lines
 from fleetgen.fleet.engines.sharing import given_share
 
-_P = re.compile
+_P = LazyRegex
 
 # SGLang picks a free NCCL port by binding port 0 and releasing it (PortArgs.init_new); eight
 # replicas starting together can be handed the same one. Replica i gets port_base + i + this.

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
 
 from fleetgen.fleet.engines.base import (
-    Engine, FatalPattern, Metrics, Phase, ReplicaSpec, metric_labels, metric_totals, without_flag,
+    Engine, FatalPattern, LazyRegex, Metrics, Phase, ReplicaSpec, metric_labels, metric_totals, without_flag,
 )
 from fleetgen.fleet.engines.sharing import given_share
 
-_P = re.compile
+_P = LazyRegex
 
 # All replicas sharing one GPU together, as a fraction of it, where engine_args give no
 # --gpu-memory-utilization (a given one is each replica's share); vLLM's own default for one replica.
