@@ -7,6 +7,7 @@ tokenizer and chat template is saved: what vLLM serves.
 
 from __future__ import annotations
 
+import copy
 import shutil
 import subprocess
 import sys
@@ -77,16 +78,19 @@ def _convert(gguf: Path, out: Path) -> None:
         ) from None
     try:
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        # Each read of the GGUF parses all its fields (~5 s here): the config is read once and given
+        # to the model's load, and the plain model below takes a copy made before that load marks it quantized.
+        config = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        plain = copy.deepcopy(config)
+        loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, config=config, dtype=torch.float32)
     except ImportError as e:
         raise ModelError(f"reading GGUF needs the gguf package: {e}", hint="pip install gguf accelerate") from None
     # The GGUF-loaded model keeps a quantization config that save_pretrained refuses; a fresh
     # model from a clean config with the dequantized weights saves as plain safetensors.
-    config = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    if hasattr(config, "quantization_config"):
-        delattr(config, "quantization_config")
-    config.dtype = torch.bfloat16
-    fresh = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    if hasattr(plain, "quantization_config"):
+        delattr(plain, "quantization_config")
+    plain.dtype = torch.bfloat16
+    fresh = AutoModelForCausalLM.from_config(plain, dtype=torch.bfloat16)
     missing, unexpected = fresh.load_state_dict(loaded.state_dict(), strict=False)
     missing = [k for k in missing if "lm_head" not in k]  # tied to the embeddings
     if missing or unexpected:
