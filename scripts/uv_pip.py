@@ -31,7 +31,8 @@ ENV = {"cert": "SSL_CERT_FILE", "timeout": "UV_HTTP_TIMEOUT", "default-timeout":
 # pip settings about pip's own output and cache: nothing to carry over.
 IGNORED = {
     "disable-pip-version-check", "no-cache-dir", "cache-dir", "progress-bar", "quiet", "verbose",
-    "no-color", "no-input", "root-user-action", "retries", "break-system-packages",
+    "no-color", "no-input", "root-user-action", "retries", "break-system-packages", "log",
+    "require-virtualenv", "no-warn-script-location", "no-python-version-warning",
 }
 SECTIONS = ("global", "install", ":env:")  # lowest precedence first
 
