@@ -6,7 +6,6 @@ in a local directory named only through pip's environment settings (no network).
 from __future__ import annotations
 
 import importlib.util
-import io
 import os
 import subprocess
 import sys

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from fleetgen.fleet.engines.base import (
     Engine, FatalPattern, LazyRegex, Metrics, Phase, ReplicaSpec, metric_labels, metric_totals, without_flag,
 )
