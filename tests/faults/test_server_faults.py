@@ -33,7 +33,10 @@ def test_intermittent_fault_is_retried_to_completion(tmp_path, recorder, fault):
     url = server.start()
     try:
         write_prompts(tmp_path / "p.jsonl", N)
-        stats = generate(gen_config(tmp_path, [url], replica_failures=50), handle_signals=False)
+        # Every 3rd request fails, counted across the 8 in flight: which attempts of one row land on a
+        # 3rd depends on the interleaving, and with the default 6 attempts a row hit it 6 times in a row
+        # once in CI (429, Retry-After 0: its retries go out at once). 20 attempts: about 3e-10 a row.
+        stats = generate(gen_config(tmp_path, [url], replica_failures=50, max_attempts=20), handle_signals=False)
     finally:
         server.stop()
     a = audit(tmp_path / "out", IDS, 1)
