@@ -15,7 +15,10 @@ _CLOSE = object()
 
 
 class Writer:
-    """Outcomes go in through `put`; each batch is one write and one fsync per file, off the event loop."""
+    """Outcomes go in through `put`; each batch is one write and one fsync per file, off the event loop.
+
+    Group commit: a batch gathers for up to `commit_interval_s`, or until it is half the queue.
+    """
 
     def __init__(
         self,
@@ -37,6 +40,11 @@ class Writer:
         self.on_durable = on_durable  # after each commit that succeeded: the done set now equals the disk
         self.job = job  # the digest of the job's identity, on every line (job_history.py)
         self._queue: asyncio.Queue[object] = asyncio.Queue(maxsize=queue_size)
+        # A batch this large is committed at once: waiting out the interval with the queue filling
+        # would stop the run loop at `put` (it capped a fast fleet at queue_size / interval rows/s).
+        self._batch_full = max(1, queue_size // 2)
+        self._due = asyncio.Event()
+        self._closing = False
         self.error: OutputError | None = None
 
     async def put(self, outcome: Outcome) -> None:
@@ -47,9 +55,13 @@ class Writer:
         if self.error is not None:
             raise self.error
         await self._queue.put(outcome)
+        if self._queue.qsize() >= self._batch_full:
+            self._due.set()
 
     async def close(self) -> None:
+        self._closing = True
         await self._queue.put(_CLOSE)
+        self._due.set()
 
     async def run(self) -> None:
         while True:
@@ -80,5 +92,15 @@ class Writer:
                 if self.error is not None:
                     raise self.error
                 return
-            if self.commit_interval_s:
-                await asyncio.sleep(self.commit_interval_s)
+            await self._gather()
+
+    async def _gather(self) -> None:
+        """Let the next batch gather for up to commit_interval_s; less once it is full or the run closes."""
+        if not self.commit_interval_s or self._closing or self._queue.qsize() >= self._batch_full:
+            return
+        self._due.clear()
+        try:
+            async with asyncio.timeout(self.commit_interval_s):
+                await self._due.wait()
+        except TimeoutError:
+            pass
