@@ -74,7 +74,7 @@ def event_loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] |
     except ImportError:
         if choice == "uvloop":
             raise ConfigError("event_loop uvloop: the uvloop package is not installed",
-                              hint="pip install 'fleetgen[fast]', or use --event-loop asyncio") from None
+                              hint="pip install uvloop, or use --event-loop asyncio") from None
         return None
     return uvloop.new_event_loop
 

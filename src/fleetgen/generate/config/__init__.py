@@ -150,11 +150,10 @@ class GenerateConfig(StrictModel):
         False, description="Allow a non-loopback metrics_host: the page shows endpoints and progress (never the API key)."
     )
     event_loop: EventLoop = Field(
-        "asyncio",
+        "auto",
         description=(
-            "The client's event loop: asyncio; uvloop (optional package, `pip install 'fleetgen[fast]'`; less CPU per "
-            "request, BENCHMARKS.md; opt-in, the suite runs on asyncio); "
-            "or auto (uvloop when installed)."
+            "The client's event loop: auto (uvloop when installed, as fleetgen installs it on Linux and macOS: less "
+            "CPU per request than asyncio's, BENCHMARKS.md), uvloop, or asyncio."
         ),
     )
     shard: str | None = Field(
