@@ -7,6 +7,7 @@ commands from `COMMANDS` alone; tests/test_cli_startup.py checks that table agai
 
 from __future__ import annotations
 
+import gc
 import importlib
 from difflib import get_close_matches
 from typing import TYPE_CHECKING, NamedTuple
@@ -116,7 +117,12 @@ def bindings() -> dict[str, Binding]:
 
 
 def main() -> None:
-    run_guarded(app)
+    try:
+        run_guarded(app)
+    finally:
+        # The process ends here: the interpreter's last collection pass walks every object left (0.1 s
+        # after a 20,000-row generate, BENCHMARKS.md "client at the null server"); they are freed all the same.
+        gc.freeze()
 
 
 if __name__ == "__main__":
