@@ -190,7 +190,7 @@ def test_a_kill_between_the_results_write_and_the_index_write(tmp_path):
         from fleetgen.generate.journal.linekey import dumps_line
         journal, _ = Journal.open(Path(sys.argv[1]), retry_errors=False)
         journal.commit([dumps_line({"id": "a", "sample": 0, "messages": []})], [])
-        Journal._index = lambda self, lines, start, end: os._exit(9)  # dies right after the fsync of the results
+        Journal._index = lambda self, *args: os._exit(9)  # dies right after the fsync of the results
         journal.commit([dumps_line({"id": "b", "sample": 1, "messages": []}), dumps_line({"id": "c", "sample": 0})], [])
         """
     )
@@ -344,3 +344,23 @@ def test_chunked_rebuild_and_bulk_inserts_read_exactly_what_the_scan_reads(tmp_p
     for cut in rng.sample(range(len(whole)), 8):
         (outdir / INDEX).write_bytes(whole[:cut])
         assert content(load_done(outdir)) == ref
+
+
+def test_the_keys_record_hands_the_commit_make_the_index_the_lines_would(tmp_path):
+    """The writer passes each line's (id hash, sample) as `record` computed them; the frame equals one read from the lines."""
+    from fleetgen.generate.journal.outcomes import Batch, Completed, record
+    from fleetgen.generate.observe.stats import Stats
+
+    ids = ["plain", 'quo"te', "ünï", "back\\slash", "p" * 300]
+    indexes = []
+    for with_keys in (True, False):
+        outdir = tmp_path / str(with_keys)
+        journal, done = Journal.open(outdir, retry_errors=False)
+        batch = Batch()
+        for k, rid in enumerate(ids):
+            record(Completed(rid, k % 3, {"messages": [], "finish_reason": ["stop"]}, False, 1, 1), batch, done, Stats())
+        assert batch.hashes == [id_hash(rid) for rid in ids] and batch.samples == [k % 3 for k in range(len(ids))]
+        journal.commit(batch.results, batch.errors, (batch.hashes, batch.samples) if with_keys else None)
+        journal.close()
+        indexes.append((outdir / INDEX).read_bytes())
+    assert indexes[0] == indexes[1] and len(read_index(tmp_path / "True" / INDEX).keys) == len(ids)

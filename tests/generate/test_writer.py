@@ -44,7 +44,7 @@ def test_outcomes_put_within_one_interval_share_a_commit(tmp_path):
     journal, done = Journal.open(tmp_path, retry_errors=False)
     commits: list[int] = []
     inner = journal.commit
-    journal.commit = lambda results, errors: (commits.append(len(results)), inner(results, errors))[1]  # type: ignore[method-assign]
+    journal.commit = lambda results, errors, keys=None: (commits.append(len(results)), inner(results, errors, keys))[1]  # type: ignore[method-assign]
     writer = Writer(journal, done, Stats(), queue_size=64, commit_interval_s=3600.0)
 
     async def main() -> None:

@@ -98,10 +98,18 @@ class DoneSet:
 
     def __contains__(self, key: tuple[str, int]) -> bool:
         rid, sample = key
-        h = id_hash(rid)
+        return self.has_hash(id_hash(rid), sample)
+
+    def has_hash(self, h: int, sample: int) -> bool:
+        """(id, sample) is recorded, for an id whose hash (id_hash) the caller already has."""
         if sample >= 64:
             return (h, sample) in self._wide
         return bool(self._bits(h) >> sample & 1)
+
+    @property
+    def empty(self) -> bool:
+        """No (id, sample) is recorded."""
+        return not self.ids and not self._wide
 
     def _bits(self, h: int) -> int:
         """The sample bits (0-63) recorded for hash h, in the table and its tail."""

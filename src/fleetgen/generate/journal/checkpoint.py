@@ -38,7 +38,7 @@ import orjson
 from fleetgen.version import __version__
 from fleetgen.generate.journal import claimsfile
 from fleetgen.generate.journal.prefixclaims import CLAIM_DTYPE, ClaimBuffer, PrefixClaims
-from fleetgen.rows.doneset import U64, id_hash
+from fleetgen.rows.doneset import U64
 from fleetgen.generate.journal.keyindex import last_line_crc
 
 if TYPE_CHECKING:
@@ -235,9 +235,8 @@ class CheckpointProgress:
                 claims.add(claim, line)
             q.append([None, count, end, line + 1, claims])
 
-    def pending_row(self, line: int, end: int, count: int, rid: str) -> None:
-        """Row `line` claims `rid` and is resolved once every sample of `rid` is recorded."""
-        h = id_hash(rid)
+    def pending_row(self, line: int, end: int, count: int, h: int) -> None:
+        """Row `line` claims the id of hash `h` (id_hash) and is resolved once every sample of it is recorded."""
         self._pending.append([(_ROW, h), count, end, line + 1, [(h, line)]])
 
     def pending_bad(self, line: int, end: int) -> None:

@@ -119,8 +119,12 @@ class Journal:
         fsync_dir(outdir)
         return journal, done
 
-    def commit(self, results: list[bytes], errors: list[bytes]) -> None:
-        """Append each batch, then fsync: every line is either all there or not there at all."""
+    def commit(self, results: list[bytes], errors: list[bytes], keys: tuple[list[int], list[int]] | None = None) -> None:
+        """Append each batch, then fsync: every line is either all there or not there at all.
+
+        `keys`: each result line's (id hash, sample), as `record` computed them (Batch.hashes, Batch.samples),
+        so this thread runs no Python per line while the event loop waits for the GIL; read from the lines when not given.
+        """
         if self.lease is not None:
             self.lease.check()  # the fence: a writer whose lease was taken over appends nothing more
         r_end, r_crc, e_end, e_crc = self.ends
@@ -128,7 +132,7 @@ class Journal:
             data = b"".join(results)
             start = self._append(self._fds[0], self._paths[0], data)
             r_end, r_crc = start + len(data), zlib.crc32(results[-1])
-            self._index(results, start, r_end)
+            self._index(results, start, r_end, keys)
         if errors:
             data = b"".join(errors)
             e_end, e_crc = self._append(self._fds[1], self._paths[1], data) + len(data), zlib.crc32(errors[-1])
@@ -169,16 +173,19 @@ class Journal:
         self._snapshot_cost = self._snapshot_at - t0
         self._unsaved = False
 
-    def _index(self, lines: list[bytes], start: int, end: int) -> None:
+    def _index(self, lines: list[bytes], start: int, end: int, keys: tuple[list[int], list[int]] | None = None) -> None:
         """Append the keys of result lines now fsynced in bytes [start, end); a failure only stops the index."""
         if self._index_fd is None:
             return
-        hashes, samples = [], []
-        for line in lines:
-            m = KEY_RE.match(line)
-            rid, sample = (orjson.loads(m.group(1)), int(m.group(2))) if m else key_of(line)[:2]
-            hashes.append(id_hash(rid))
-            samples.append(sample)
+        if keys is not None:
+            hashes, samples = keys
+        else:
+            hashes, samples = [], []
+            for line in lines:
+                m = KEY_RE.match(line)
+                rid, sample = (orjson.loads(m.group(1)), int(m.group(2))) if m else key_of(line)[:2]
+                hashes.append(id_hash(rid))
+                samples.append(sample)
         frame = keyindex.encode_frame(hashes, samples, start, end, lines[-1])
         try:
             n = os.write(self._index_fd, frame)

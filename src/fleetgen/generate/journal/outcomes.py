@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetgen.generate.journal.linekey import dumps_line
-from fleetgen.rows.doneset import DoneSet
+from fleetgen.rows.doneset import DoneSet, id_hash
 from fleetgen.generate.observe.stats import Stats
 from fleetgen.rows.result import FailureKind, ResultRow
 
@@ -52,10 +52,12 @@ Outcome = Completed | Failed | Skipped
 
 @dataclass
 class Batch:
-    """Lines waiting for the next group commit."""
+    """Lines waiting for the next group commit, and each result line's key (id hash, sample) for the key index."""
 
     results: list[bytes] = field(default_factory=list)
     errors: list[bytes] = field(default_factory=list)
+    hashes: list[int] = field(default_factory=list)  # id_hash of each result line's id, as the done set took it
+    samples: list[int] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.results) + len(self.errors)
@@ -69,10 +71,13 @@ def record(outcome: Outcome, batch: Batch, done: DoneSet, stats: Stats, job: str
     tag = {"job": job} if job is not None else {}
     match outcome:
         case Completed():
-            if not done.add(outcome.id, outcome.sample):
+            h = id_hash(outcome.id)  # once: the done set and the key index both take it
+            if not done.add_hash(h, outcome.sample):
                 stats.duplicates_dropped += 1
                 return
             batch.results.append(dumps_line({"id": outcome.id, "sample": outcome.sample, **outcome.record, **tag}))
+            batch.hashes.append(h)
+            batch.samples.append(outcome.sample)
             stats.ok += 1
             stats.truncated += outcome.truncated
             stats.count_tool_turns(outcome.record)

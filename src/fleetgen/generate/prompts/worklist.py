@@ -123,6 +123,7 @@ class WorkList:
         claim = local = first_line.setdefault
         prefix = None  # the ids claimed before the watermark, by hash
         hash_ids = done.ids > 0  # nothing done before this run: no row is skipped (ids done later fail the claim)
+        fresh = done.empty
         if start is not None:
             self.stats.resumed += start.count
             self.next_resumed += start.count
@@ -188,14 +189,16 @@ class WorkList:
                     self.stats.resumed += 1
                     resolved(line, end, 1, None)
                 continue
-            todo = [k for k in range(samples) if (item.id, k) not in done]
+            h = id_hash(item.id)
+            # Nothing done before this run: no sample of an id first seen here is done yet.
+            todo = range(samples) if fresh else [k for k in range(samples) if not done.has_hash(h, k)]
             for k in range(samples - len(todo)):
                 record(Skipped(item.id, k), skipped, done, self.stats)
             if todo:
                 self.remaining[item.id] = len(todo)
-                pending_row(line, end, samples, item.id)
+                pending_row(line, end, samples, h)
             else:
-                resolved(line, end, samples, id_hash(item.id))
+                resolved(line, end, samples, h)
             for k in todo:
                 yield item, k
 
