@@ -40,17 +40,10 @@ def test_growth_only_fills_the_engine_queue_up_to_its_target():
     c, clock = controller(start=100)
     c.slow_start = False
     clock.t += 1
-    # it runs 96 and queues 4 of ours, its cache nearly full: its queue target is 12, so 8 more, not the usual 12.5%
-    assert c.update(Reading(running=96, waiting=4, kv_usage=0.92), in_flight=100) == 108
+    # it runs 96 and queues 4 of ours: its queue target is 12, so 8 more, not the usual 12.5%
+    assert c.update(Reading(running=96, waiting=4, kv_usage=0.2), in_flight=100) == 108
     clock.t += 1
-    assert c.update(Reading(running=96, waiting=12, kv_usage=0.92), in_flight=108) == 108  # at target: hold
-    # with room in its cache the batch limit binds: the target is 1/32 of what runs (8 of 256)
-    c, clock = controller(start=260)
-    c.slow_start = False
-    clock.t += 1
-    assert c.update(Reading(running=256, waiting=4, kv_usage=0.2), in_flight=260) == 264
-    clock.t += 1
-    assert c.update(Reading(running=256, waiting=8, kv_usage=0.2), in_flight=264) == 264
+    assert c.update(Reading(running=96, waiting=12, kv_usage=0.2), in_flight=108) == 108  # at target: hold
 
 
 def test_an_engine_queue_brings_the_limit_to_what_it_runs_plus_a_short_queue():
@@ -60,13 +53,13 @@ def test_an_engine_queue_brings_the_limit_to_what_it_runs_plus_a_short_queue():
     full = Reading(running=96, waiting=160, kv_usage=0.3)
     assert c.update(full, in_flight=256) == 256  # a first reading: is its batch still filling? one more
     clock.t += 1
-    assert c.update(full, in_flight=256) == 96 + LimitPolicy().queue_target(96, roomy=True) == 100  # it stopped growing
+    assert c.update(full, in_flight=256) == 96 + LimitPolicy().queue_target(96) == 108  # it stopped growing
     # another client holds half of the engine's requests: our share of 96 + queue
     c2, clock2 = controller(start=256)
     for _ in range(2):
         clock2.t += 1
         limit = c2.update(full, in_flight=128)
-    assert limit == 50
+    assert limit == 54
 
 
 def test_preemption_cuts_once_per_hold_and_growth_resumes_after_it():
@@ -224,9 +217,8 @@ def test_requests_the_engine_has_not_taken_in_yet_neither_cut_nor_grow_the_limit
     assert c.update(Reading(running=12, waiting=0, kv_usage=0.3), in_flight=264) == 264
     assert c.last_reason == "front-end backlog"
     clock.t += 1
-    # taken in: it runs 256 and queues 8, its queue target while its cache has room (1/32): it holds
-    assert c.update(Reading(running=256, waiting=8, kv_usage=0.3), in_flight=264) == 264
-    assert c.last_reason == "queue at target"
+    # taken in: it runs 256 and queues 8; the queue target (32) says 24 more
+    assert c.update(Reading(running=256, waiting=8, kv_usage=0.3), in_flight=264) == 288
 
 
 def test_preemption_while_the_last_cut_drains_does_not_cut_again_and_its_level_is_approached_slowly():
@@ -257,8 +249,8 @@ def test_a_queue_while_the_engine_batch_still_grows_is_not_a_full_engine():
         clock.t += 1
         levels.append(c.update(Reading(running=running, waiting=264 - running, kv_usage=0.2), in_flight=264))
     # no cut while it fills (the first reading has nothing to compare with: it holds too); then it runs
-    # 256 and queues 8, its queue target while its cache has room: it holds
-    assert levels == [264] * 6
+    # 256 and queues 8, below its queue target (32): 24 more, twice
+    assert levels == [264] * 4 + [288, 312]
 
 
 def test_a_limit_cut_while_the_batch_filled_slowly_follows_what_the_engine_then_runs():
@@ -266,28 +258,7 @@ def test_a_limit_cut_while_the_batch_filled_slowly_follows_what_the_engine_then_
     for running in (40, 42):  # a slow ramp (a busy CPU): the second reading looks like a full engine
         clock.t += 1
         limit = c.update(Reading(running=running, waiting=264 - running, kv_usage=0.05), in_flight=264)
-    assert limit == 42 + 4
+    assert limit == 42 + 6
     clock.t += 5
     # the 264 sent before the cut are all in: it runs 250 of them with 14 queued, more than the limit
-    assert c.update(Reading(running=250, waiting=14, kv_usage=0.5), in_flight=264) == 250 + 8
-
-
-def test_with_room_in_the_cache_a_dip_between_waves_does_not_cut_below_what_the_engine_runs_at_once():
-    """vLLM at its batch limit (256) with a roomy cache: when a wave of answers ends, its batch dips while
-    their successors wait for their prefill (a budget of tokens a step), so it shows a queue with room in
-    its batch. The limit stays at what it ran at once plus a short queue; before, it was cut to the dip."""
-
-    def run(kv: float, dip: int) -> list[int]:
-        c, clock = controller(start=300)
-        c.slow_start = False
-        levels = []
-        for k in range(16):
-            clock.t += 1
-            in_flight = c.limit  # a saturated job
-            running = min(in_flight, 256 if k % 4 < 2 else dip)  # two readings at the limit, two in a dip
-            levels.append(c.update(Reading(running=running, waiting=in_flight - running, kv_usage=kv), in_flight=in_flight))
-        return levels
-
-    levels = run(kv=0.7, dip=215)
-    assert min(levels) >= 256  # never below its batch limit: the engine's batch stays full
-    assert levels[-1] == 256 + LimitPolicy().queue_target(256, roomy=True)
+    assert c.update(Reading(running=250, waiting=14, kv_usage=0.5), in_flight=264) == 250 + 32

@@ -6,10 +6,7 @@ requests. The controller keeps the engine busy with a short queue and no preempt
 
 - the engine queues well over a short queue (`waiting` above `cut_queue_factor` x `queue_target`)
   and its batch is steady (neither filling nor emptied by a wave of answers that ended together): it
-  runs all it can, so the limit comes down to our share of what it runs plus that short queue. With
-  room in its KV cache (below `kv_target`) the batch limit binds and a queue only waits, so the queue
-  aimed for is shorter (`roomy_queue_fraction`) and "what it runs" is the most it ran lately (its
-  batch dips between waves of answers that end together, and a cut to a dip leaves it short);
+  runs all it can, so the limit comes down to our share of what it runs plus that short queue;
 - it preempted requests since the last reading: the limit is cut by what it shows it over-admitted
   (`preempt_weight` x the requests preempted, at most down to x `backoff`), once per `hold_s` and only
   once what is in flight has drained to the limit; that level is then approached slowly. A cut in
@@ -59,7 +56,6 @@ class LimitPolicy:
     queue_min: int = 4  # the engine's waiting queue we aim for: max(queue_min, queue_fraction x running)
     queue_fraction: float = 0.125
     full_queue_fraction: float = 0.25  # the same once its KV cache is full (`kv_high`)
-    roomy_queue_fraction: float = 1 / 32  # ... and while it has room (below `kv_target`): the batch limit binds
     cut_queue_factor: float = 2.0
     backoff: float = 0.7
     preempt_weight: float = 2.0  # a preempted request, and one more that will need the room as it grows
@@ -70,9 +66,8 @@ class LimitPolicy:
     near_congestion: float = 0.9  # past this share of the level that last preempted, grow by 1 per hold_s
     forget_s: float = 60.0  # a level that preempted is approached slowly for this long after its last preemption
 
-    def queue_target(self, running: float, kv_full: bool = False, roomy: bool = False) -> int:
-        fraction = self.full_queue_fraction if kv_full else self.roomy_queue_fraction if roomy else self.queue_fraction
-        return max(self.queue_min, math.ceil(fraction * running))
+    def queue_target(self, running: float, kv_full: bool = False) -> int:
+        return max(self.queue_min, math.ceil((self.full_queue_fraction if kv_full else self.queue_fraction) * running))
 
 
 class LimitController:
@@ -88,8 +83,6 @@ class LimitController:
         self._grew_at: float | None = None
         self._preempted_at: float | None = None
         self._running: float | None = None  # what the engine ran at the previous reading
-        self._peak: float = 0.0  # the most it ran at once lately (forgotten after forget_s)
-        self._peak_at: float | None = None
         self.last_reason = "start"
 
     def _cut(self, to: int, reason: str) -> None:
@@ -118,13 +111,10 @@ class LimitController:
         steady = (running is not None and self._running is not None
                   and abs(running - self._running) <= p.queue_target(self._running))
         self._running = running
-        if running is not None and (running >= self._peak or self._since(self._peak_at) >= p.forget_s):
-            self._peak, self._peak_at = running, self.clock()
         kv_full = kv is not None and kv >= p.kv_high
-        roomy = kv is not None and kv < p.kv_target
         if self.congested_at is not None and self._since(self._preempted_at) >= p.forget_s:
             self.congested_at = None  # answers change over a job: what preempted a minute ago is tried again
-        queue_target = p.queue_target(running or 0, kv_full, roomy)
+        queue_target = p.queue_target(running or 0, kv_full)
         queued = running is not None and waiting is not None and waiting > queue_target
         if queued and filling:
             self.last_reason = "engine batch filling"
@@ -133,13 +123,7 @@ class LimitController:
             total = running + waiting
             # Our share of the engine's requests: other clients may use it too (or other shards of this job).
             share = min(1.0, in_flight / total) if total > 0 else 1.0
-            # With room in its cache, what it ran at once lately, not what it runs now: between waves of
-            # answers its batch dips while their successors wait for their prefill, and a cut to the dip
-            # left its batch short until the limit grew back (BENCHMARKS.md, vLLM-CPU short answers).
-            if roomy and self.congested_at is None and self._peak > running:
-                target = math.ceil((self._peak + p.queue_target(self._peak, roomy=True)) * share)
-            else:
-                target = math.ceil((running + queue_target) * share)
+            target = math.ceil((running + queue_target) * share)
         overfull = queued and waiting > p.cut_queue_factor * queue_target
         if overfull and steady and target is not None and target < self.limit:
             self._cut(target, "engine queue")  # a measurement, not a guess: applies even while an earlier cut drains
