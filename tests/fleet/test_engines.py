@@ -238,3 +238,23 @@ def test_real_vllm_cpu_metrics_page_is_parsed(cpu_fleet):
     recorded = cpu_fleet.replicas[0].effective_config
     assert cfg["cache.block_size"] == recorded["cache.block_size"]
     assert cfg["cache.num_gpu_blocks"] == recorded["cache.num_gpu_blocks"]
+
+
+@pytest.mark.engine
+def test_real_vllm_cpu_narrows_its_metrics_page_to_the_load_lines(cpu_fleet):
+    """The poller's narrowed page (prometheus_client's name[] filter): the same load, a fraction of the bytes."""
+    import urllib.request
+
+    from fleetgen.generate.dispatch.load_poll import load_page
+
+    eng = get_engine("vllm")
+    base = cpu_fleet.endpoints[0]
+    whole = urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
+    narrow = urllib.request.urlopen(base + load_page(eng), timeout=10).read().decode()
+    names = {line.split("{", 1)[0].split(" ", 1)[0] for line in narrow.splitlines() if line and line[0] != "#"}
+    assert names and names <= eng.load_metrics, names - eng.load_metrics
+    assert {"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"} <= names
+    assert len(narrow) * 10 < len(whole), (len(narrow), len(whole))
+    m = eng.parse_load(narrow)
+    assert m.running is not None and m.waiting is not None and m.kv_cache_usage is not None
+    assert m.preemptions_total is not None and m.generation_tokens_total is not None

@@ -7,6 +7,7 @@ window it leads to are under test.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from pathlib import Path
 
@@ -45,10 +46,12 @@ def test_readings_of_real_pages_and_preemptions_as_counter_deltas():
     assert LoadPoller.reading(_Source("http://y"), s).preempted == 3
 
 
-def _standin(routes: dict[str, str]) -> web.Application:
+def _standin(routes: dict[str, str], asked: list[web.Request] | None = None) -> web.Application:
     app = web.Application()
     for path, text in routes.items():
         async def page(request: web.Request, text: str = text) -> web.Response:
+            if asked is not None:
+                asked.append(request)
             return web.Response(text=text)
 
         app.router.add_get(path, page)
@@ -69,7 +72,8 @@ async def test_a_poll_sets_the_window_from_the_page_or_from_sglangs_load_endpoin
 
     # replica 0: a vLLM page saying 64 run and 100 wait; replica 1: SGLang without /metrics, only /get_load
     busy = "vllm:num_requests_running 64.0\nvllm:num_requests_waiting 100.0\nvllm:kv_cache_usage_perc 0.5\n"
-    r0, e0 = await _serve(_standin({"/metrics": busy}))
+    asked: list[web.Request] = []
+    r0, e0 = await _serve(_standin({"/metrics": busy, "/metrics/": busy}, asked))
     r1, e1 = await _serve(_standin({"/get_load": SGLANG_LOAD}))
     try:
         d = Dispatcher([e0, e1], 200, DispatchPolicy(hedge=False), rng=random.Random(0))
@@ -84,9 +88,50 @@ async def test_a_poll_sets_the_window_from_the_page_or_from_sglangs_load_endpoin
         assert poller._sources[1].path == "/get_load" and d.replicas[1].stats.engine_waiting == 0
         assert d.replicas[0].stats.engine_waiting == 100
         assert (d.replicas[0].stats.window_min, d.replicas[0].stats.window_max) == (72, 200)
+        # the first poll reads the whole page to learn the engine and tries the narrowed one; later ones ask for that
+        assert [r.path for r in asked] == ["/metrics", "/metrics/", "/metrics/"]
+        assert sorted(asked[2].query.getall("name[]")) == sorted(get_engine("vllm").load_metrics)
     finally:
         await r0.cleanup()
         await r1.cleanup()
+
+
+async def test_a_server_without_the_narrowed_page_is_polled_on_the_whole_page():
+    import aiohttp
+
+    r0, e0 = await _serve(_standin({"/metrics": VLLM_PAGE}))
+    try:
+        d = Dispatcher([e0], 200, DispatchPolicy(hedge=False), rng=random.Random(0))
+        poller = LoadPoller(d, LimitPolicy(start=200))
+        async with aiohttp.ClientSession() as http:
+            for _ in range(2):
+                await poller.poll_one(http, 0)
+        assert poller._sources[0].path == "/metrics"
+        assert d.replicas[0].stats.engine_running == get_engine("vllm").parse_metrics(VLLM_PAGE).running
+    finally:
+        await r0.cleanup()
+
+
+async def test_the_poll_session_asks_for_unzipped_pages():
+    """A narrowed page is small: gzip would only cost the engine's API-server thread CPU."""
+    asked: list[web.Request] = []
+    r0, e0 = await _serve(_standin({"/metrics": VLLM_PAGE}, asked))
+    try:
+        d = Dispatcher([e0], 200, DispatchPolicy(hedge=False), rng=random.Random(0))
+        poller = LoadPoller(d, LimitPolicy(start=200), api_key="k", poll_s=0.01)
+        task = asyncio.create_task(poller.run())
+
+        async def two_polls() -> None:
+            while len(asked) < 2:
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(two_polls(), 60)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert asked[1].headers["Accept-Encoding"] == "identity"
+        assert asked[1].headers["Authorization"] == "Bearer k"
+    finally:
+        await r0.cleanup()
 
 
 def test_a_poll_parses_only_the_load_lines_and_reads_what_the_whole_page_says():
