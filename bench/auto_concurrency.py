@@ -56,7 +56,7 @@ from fleetgen.fleet import down, read_state  # noqa: E402
 from fleetgen.fleet.process import process_tree  # noqa: E402
 from fleetgen.fleet.engines.base import Engine, metric_labels  # noqa: E402
 from fleetgen.generate import GenerateConfig, Stats, run  # noqa: E402
-from fleetgen.generate.dispatch.load_poll import engine_of_page, load_page  # noqa: E402
+from fleetgen.generate.dispatch.load_poll import engine_of_page, load_path  # noqa: E402
 
 
 def write_prompts(path: Path, n: int, tag: str) -> Path:
@@ -66,7 +66,7 @@ def write_prompts(path: Path, n: int, tag: str) -> Path:
     return path
 
 
-_ENGINES: dict[str, Engine] = {}
+_PAGES: dict[str, tuple[Engine, str]] = {}  # endpoint -> its engine, and the page that carries its load
 
 
 async def engine_counters(http: aiohttp.ClientSession, endpoints: list[str]) -> dict[str, float]:
@@ -75,15 +75,16 @@ async def engine_counters(http: aiohttp.ClientSession, endpoints: list[str]) -> 
     The load lines alone after a first whole page (as the poller asks): the sampling costs every arm the same, little."""
     out = {"generated": 0.0, "preemptions": 0.0, "retracted": 0.0, "running": 0.0, "waiting": 0.0, "kv": 0.0}
     for e in endpoints:
-        engine = _ENGINES.get(e)
-        path = load_page(engine) if engine else "/metrics"
+        if e not in _PAGES:
+            async with http.get(e + "/metrics", timeout=aiohttp.ClientTimeout(total=10)) as r:
+                engine = engine_of_page(await r.text())
+            if engine is None:
+                raise SystemExit(f"{e}/metrics is neither vLLM's nor SGLang's page (SGLang needs --enable-metrics)")
+            _PAGES[e] = engine, await load_path(http, e, engine)
+        engine, path = _PAGES[e]
         async with http.get(e + path, timeout=aiohttp.ClientTimeout(total=10),
                             headers={"Accept-Encoding": "identity"}) as r:
-            page = await r.text()
-        engine = _ENGINES.setdefault(e, engine_of_page(page))
-        if engine is None:
-            raise SystemExit(f"{e}/metrics is neither vLLM's nor SGLang's page (SGLang needs --enable-metrics)")
-        m = engine.parse_load(page)
+            m = engine.parse_load(await r.text())
         out["generated"] += m.generation_tokens_total or 0.0
         out["preemptions"] += m.preemptions_total or 0.0
         out["retracted"] += m.retracted or 0.0

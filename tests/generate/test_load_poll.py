@@ -11,6 +11,7 @@ import asyncio
 import random
 from pathlib import Path
 
+import pytest
 from aiohttp import web
 
 from fleetgen.fleet.engines import get_engine
@@ -96,10 +97,12 @@ async def test_a_poll_sets_the_window_from_the_page_or_from_sglangs_load_endpoin
         await r1.cleanup()
 
 
-async def test_a_server_without_the_narrowed_page_is_polled_on_the_whole_page():
+@pytest.mark.parametrize("narrowed", [None, ""], ids=["404", "empty (SGLang 0.5.12)"])
+async def test_a_server_without_the_narrowed_page_is_polled_on_the_whole_page(narrowed):
     import aiohttp
 
-    r0, e0 = await _serve(_standin({"/metrics": VLLM_PAGE}))
+    routes = {"/metrics": VLLM_PAGE} | ({"/metrics/": narrowed} if narrowed is not None else {})
+    r0, e0 = await _serve(_standin(routes))
     try:
         d = Dispatcher([e0], 200, DispatchPolicy(hedge=False), rng=random.Random(0))
         poller = LoadPoller(d, LimitPolicy(start=200))

@@ -115,7 +115,7 @@ class LoadPoller:
             status, text = await _get(http, src.endpoint + "/metrics")
             engine = engine_of_page(text) if status == 200 else None
             if engine is not None:
-                src.engine, src.path = engine, await _narrowed(http, src.endpoint, engine)
+                src.engine, src.path = engine, await load_path(http, src.endpoint, engine)
                 return engine.parse_load(text)
             for path in LOAD_PATHS:
                 status, text = await _get(http, src.endpoint + path)
@@ -134,15 +134,15 @@ def load_page(engine: Engine) -> str:
     """The Prometheus page narrowed to `engine`'s load metrics.
 
     At /metrics/, with the slash: vLLM answers /metrics itself (prometheus-fastapi-instrumentator,
-    which ignores the filter) and mounts prometheus_client's own app, which applies it, at /metrics/;
-    SGLang mounts only the latter, at both."""
+    which ignores the filter) and mounts prometheus_client's own app, which applies it, at /metrics/."""
     if not engine.load_metrics:
         return "/metrics"
     return "/metrics/?" + urlencode([("name[]", name) for name in sorted(engine.load_metrics)])
 
 
-async def _narrowed(http: aiohttp.ClientSession, endpoint: str, engine: Engine) -> str:
-    """load_page where the server answers it with the load, else the whole page."""
+async def load_path(http: aiohttp.ClientSession, endpoint: str, engine: Engine) -> str:
+    """load_page where the server answers it with the load, else the whole page: SGLang 0.5.12 answers
+    the filter with an empty page (its multiprocess collector's metrics are not found by name)."""
     path = load_page(engine)
     status, text = await _get(http, endpoint + path)
     return path if status == 200 and engine.parse_load(text).running is not None else "/metrics"
