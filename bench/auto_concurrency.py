@@ -98,7 +98,7 @@ def replica_cpu_s(fleet: Path) -> float:
     """User + system CPU of the replicas' process trees: the work they did, whatever the neighbours did."""
     total = 0.0
     for r in read_state(fleet).replicas:
-        for p in process_tree(r.pid, r.create_time):
+        for p in process_tree(r.pid, r.create_time, r.boot_time):
             try:
                 t = p.cpu_times()
                 total += t.user + t.system

@@ -43,7 +43,7 @@ ARMS = {"whole": ("/metrics", {}), "load lines": (load_page(get_engine("vllm")),
 def replica_cpu_s(fleet: Path) -> float:
     total = 0.0
     for r in read_state(fleet).replicas:
-        for p in process_tree(r.pid, r.create_time):
+        for p in process_tree(r.pid, r.create_time, r.boot_time):
             try:
                 t = p.cpu_times()
                 total += t.user + t.system

@@ -201,7 +201,7 @@ class RealReplicas:
         return ok
 
     def processes(self) -> list[psutil.Process]:
-        return [p for r in self.state.replicas for p in process_tree(r.pid, r.create_time)]
+        return [p for r in self.state.replicas for p in process_tree(r.pid, r.create_time, r.boot_time)]
 
     def kill(self, index: int) -> None:
         os.killpg(self.state.replicas[index].pid, signal.SIGKILL)  # the server and its engine core, as a lost node

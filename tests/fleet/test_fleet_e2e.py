@@ -101,7 +101,7 @@ def test_replica_dying_during_startup_is_reported_with_its_log(tmp_path):
 def test_lifecycle_kill_a_replica_then_down_twice_leaves_nothing(tmp_path):
     state_dir = tmp_path / "fleet"
     fleet = start_fleet(state_dir, replicas=2)
-    trees = {r.index: [p.pid for p in process_tree(r.pid, r.create_time)] for r in fleet.replicas}
+    trees = {r.index: [p.pid for p in process_tree(r.pid, r.create_time, r.boot_time)] for r in fleet.replicas}
     assert all(len(t) >= 1 for t in trees.values())
 
     os.kill(fleet.replicas[1].pid, signal.SIGKILL)

@@ -8,6 +8,7 @@ import subprocess
 import time
 
 import psutil
+import pytest
 
 from fleetgen.fleet.process import group_members, is_alive, stop_processes
 
@@ -48,3 +49,22 @@ def test_a_reused_pid_is_not_taken_for_the_replica():
         assert not is_alive(p.pid, ctime - 100), "another start time means another process"
     finally:
         stop_processes([(p.pid, ctime)], grace_s=1)
+
+
+def test_a_step_of_the_wall_clock_does_not_hide_a_live_process(monkeypatch):
+    """A laptop resumed from suspend, or a paused VM: the boot time psutil reads moves with the clock."""
+    from fleetgen.fleet.process import started
+
+    p = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        ctime, boot = started(p.pid)
+        real = psutil._psplatform.boot_time
+        monkeypatch.setattr(psutil._psplatform, "boot_time", lambda: real() + 3600.0)  # the clock stepped an hour
+        assert psutil.Process(p.pid).create_time() == pytest.approx(ctime + 3600, abs=1)
+        assert is_alive(p.pid, ctime, boot)
+        assert not is_alive(p.pid, ctime), "without the boot time, the step reads as another process"
+        assert not is_alive(p.pid, ctime - 100, boot), "another start time is still another process"
+        assert stop_processes([(p.pid, ctime, boot)], grace_s=2) == [p.pid]
+    finally:
+        p.kill()
+        p.wait()

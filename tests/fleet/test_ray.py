@@ -157,7 +157,7 @@ def test_up_places_one_verified_replica_per_node(fleet, cluster):
     for r in state.replicas:
         assert ray.get_actor(r.actor, namespace="fleetgen") is not None
         assert r.endpoint.startswith(f"http://{r.node}:") and r.effective_config["model"] == "smollm2"
-        assert psutil.Process(r.pid).create_time() == pytest.approx(r.create_time, abs=1)
+        assert psutil.Process(r.pid).create_time() - psutil.boot_time() == pytest.approx(r.create_time - r.boot_time, abs=1)
     assert state.replicas[0].effective_config == state.replicas[1].effective_config
     # Both "nodes" share this host: unpinned, the replicas' threads fought over the same cores (one starved).
     cores = [set(r.cpus) for r in state.replicas]

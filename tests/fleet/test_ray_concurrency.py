@@ -101,7 +101,7 @@ def test_a_hung_node_does_not_hold_up_another_replicas_readiness(one_node, tmp_p
     try:
         took = asyncio.run(scenario())
     finally:
-        stop_processes([(good.pid, good.create_time)], grace_s=2)
+        stop_processes([(good.pid, good.create_time, good.boot_time)], grace_s=2)
         ray.kill(hung)
     # Blocking on the hung actor would hold the loop for ACTOR_CALL_TIMEOUT_S (30 s) per call.
     assert seen[0][-1] == Phase.READY and took < ray_backend.ACTOR_CALL_TIMEOUT_S / 2

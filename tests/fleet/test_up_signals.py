@@ -62,7 +62,7 @@ def replica_while_starting(state: Path, proc: subprocess.Popen) -> list[psutil.P
         except FleetError:
             replicas = []
         if replicas:
-            tree = process_tree(replicas[0].pid, replicas[0].create_time)
+            tree = process_tree(replicas[0].pid, replicas[0].create_time, replicas[0].boot_time)
             if tree:
                 return tree
         time.sleep(0.2)

@@ -94,7 +94,7 @@ class LocalBackend:
         return StartedReplica(replica, exit_of(proc), LogFollower(launch.log_path))
 
     def alive(self, replica: ReplicaState) -> bool:
-        return is_alive(replica.pid, replica.create_time)
+        return is_alive(replica.pid, replica.create_time, replica.boot_time)
 
     def usage(self, replica: ReplicaState) -> tuple[float | None, float | None]:
         if not self.alive(replica):
@@ -102,7 +102,7 @@ class LocalBackend:
         return memory_of(replica), (gpu_memory_of(replica) if replica.gpus else None)
 
     def stop_replica(self, replica: ReplicaState, grace_s: float) -> int:
-        return len(stop_processes([(replica.pid, replica.create_time)], grace_s=grace_s))
+        return len(stop_processes([(replica.pid, replica.create_time, replica.boot_time)], grace_s=grace_s))
 
     def stop(self, state: FleetState, grace_s: float) -> int:
-        return len(stop_processes([(r.pid, r.create_time) for r in state.replicas], grace_s=grace_s))
+        return len(stop_processes([(r.pid, r.create_time, r.boot_time) for r in state.replicas], grace_s=grace_s))

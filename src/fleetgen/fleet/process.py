@@ -9,23 +9,37 @@ import time
 import psutil
 
 
-def find_process(pid: int, create_time: float) -> psutil.Process | None:
-    """The process if it still runs and is the one we started (same start time)."""
+def find_process(pid: int, create_time: float, boot_time: float | None = None) -> psutil.Process | None:
+    """The process if it still runs and is the one we started (same start time).
+
+    With `boot_time` (psutil's, read as `create_time` was) the start times are compared as seconds
+    since boot: a create_time is that plus the boot time, which moves with every step of the wall
+    clock (a laptop resumed from suspend, a paused VM), and a live replica would read as another."""
     try:
         p = psutil.Process(pid)
-        if abs(p.create_time() - create_time) > 1.0 or p.status() == psutil.STATUS_ZOMBIE:
+        if boot_time is None:
+            off = p.create_time() - create_time
+        else:
+            off = (p.create_time() - psutil.boot_time()) - (create_time - boot_time)
+        if abs(off) > 1.0 or p.status() == psutil.STATUS_ZOMBIE:
             return None
         return p
     except psutil.Error:
         return None
 
 
-def is_alive(pid: int, create_time: float) -> bool:
-    return find_process(pid, create_time) is not None
+def started(pid: int) -> tuple[float, float]:
+    """(create_time, boot_time) of a process, read together: what find_process compares later."""
+    p = psutil.Process(pid)
+    return p.create_time(), psutil.boot_time()
 
 
-def process_tree(pid: int, create_time: float) -> list[psutil.Process]:
-    p = find_process(pid, create_time)
+def is_alive(pid: int, create_time: float, boot_time: float | None = None) -> bool:
+    return find_process(pid, create_time, boot_time) is not None
+
+
+def process_tree(pid: int, create_time: float, boot_time: float | None = None) -> list[psutil.Process]:
+    p = find_process(pid, create_time, boot_time)
     if p is None:
         return []
     try:
@@ -46,15 +60,17 @@ def group_members(pgid: int) -> list[psutil.Process]:
     return members
 
 
-def stop_processes(targets: list[tuple[int, float]], grace_s: float) -> list[int]:
+def stop_processes(targets: list[tuple[int, float]] | list[tuple[int, float, float | None]], grace_s: float) -> list[int]:
     """SIGTERM each replica's process group, SIGKILL what is left after `grace_s`; returns pids stopped.
+
+    A target is (pid, create_time) or (pid, create_time, boot_time), as find_process takes them.
 
     The group is signalled even when its leader is gone: a group id is not reused while any
     member lives, so the members found are that replica's orphans, never someone else's.
     """
     procs: dict[int, psutil.Process] = {}
-    for pid, ctime in targets:
-        tree = process_tree(pid, ctime)
+    for pid, ctime, *boot in targets:
+        tree = process_tree(pid, ctime, *boot)
         members = tree + group_members(pid)
         if not members:
             continue
@@ -65,11 +81,11 @@ def stop_processes(targets: list[tuple[int, float]], grace_s: float) -> list[int
     _, alive = psutil.wait_procs(list(procs.values()), timeout=grace_s)
     for p in alive:
         _signal(p, signal.SIGKILL)
-    for pid, _ in targets:
+    for pid, *_ in targets:
         if group_members(pid):
             _signal_group(pid, signal.SIGKILL)
     psutil.wait_procs(alive, timeout=5)
-    _reap([pid for pid, _ in targets])
+    _reap([pid for pid, *_ in targets])
     return list(procs)
 
 

@@ -46,7 +46,7 @@ class ReplicaServer:
     def __init__(self) -> None:
         self.proc: subprocess.Popen | None = None
         self.sentinel: subprocess.Popen | None = None
-        self.ctime = 0.0
+        self.ctime, self.boot = 0.0, None
         self.log_path: Path | None = None
         self.core_locks: list[int] = []
 
@@ -97,7 +97,7 @@ class ReplicaServer:
             engine, spec, self.proc.pid, self.log_path, python, f"http://{node_ip}:{spec.port}",
             node=node_ip, node_id=ray.get_runtime_context().get_node_id(),
         )
-        self.ctime = replica.create_time
+        self.ctime, self.boot = replica.create_time, replica.boot_time
         return replica
 
     def poll(self) -> int | None:
@@ -114,12 +114,12 @@ class ReplicaServer:
     def usage(self) -> tuple[float | None, float | None]:
         if self.proc is None or self.proc.poll() is not None:
             return None, None
-        me = ReplicaState.model_construct(pid=self.proc.pid, create_time=self.ctime, gpus=[int(g) for g in ray.get_gpu_ids()])
+        me = ReplicaState.model_construct(pid=self.proc.pid, create_time=self.ctime, boot_time=self.boot, gpus=[int(g) for g in ray.get_gpu_ids()])
         return memory_of(me), (gpu_memory_of(me) if me.gpus else None)
 
     def stop(self, grace_s: float) -> int:
         """Stop the server's process tree; the actor itself is killed by the caller."""
-        stopped = stop_processes([(self.proc.pid, self.ctime)], grace_s=grace_s) if self.proc else []
+        stopped = stop_processes([(self.proc.pid, self.ctime, self.boot)], grace_s=grace_s) if self.proc else []
         if self.sentinel is not None:
             self.sentinel.kill()
             self.sentinel.wait()

@@ -10,10 +10,9 @@ import os
 import subprocess
 from pathlib import Path
 
-import psutil
-
 from fleetgen.fleet.backend import Liveness
 from fleetgen.fleet.engines import Engine, ReplicaSpec
+from fleetgen.fleet.process import started
 from fleetgen.fleet.state import ReplicaState
 
 
@@ -45,11 +44,13 @@ def describe(
     engine: Engine, spec: ReplicaSpec, pid: int, log_path: Path, python: str, endpoint: str, **where: object
 ) -> ReplicaState:
     """What the state records of a server just spawned; `where` adds the backend's fields (node, actor)."""
+    create_time, boot_time = started(pid)
     return ReplicaState(
         index=spec.index,
         endpoint=endpoint,
         pid=pid,
-        create_time=psutil.Process(pid).create_time(),
+        create_time=create_time,
+        boot_time=boot_time,
         engine=engine.name,
         model=spec.model,
         served_model_name=spec.served_model_name,

@@ -11,7 +11,7 @@ from fleetgen.fleet.state import ReplicaState
 def memory_of(replica: ReplicaState) -> float:
     """Proportional set size of the replica's process tree: shared torch pages counted once."""
     total = 0
-    for p in process_tree(replica.pid, replica.create_time):
+    for p in process_tree(replica.pid, replica.create_time, replica.boot_time):
         try:
             info = p.memory_full_info()
             total += getattr(info, "pss", info.rss)
@@ -26,7 +26,7 @@ def gpu_memory_of(replica: ReplicaState) -> float | None:
         import pynvml
     except ImportError:
         return None
-    pids = {p.pid for p in process_tree(replica.pid, replica.create_time)}
+    pids = {p.pid for p in process_tree(replica.pid, replica.create_time, replica.boot_time)}
     try:
         pynvml.nvmlInit()
     except Exception:

@@ -62,7 +62,7 @@ def start(engine: StandinSglang, tmp: Path, index: int = 0, **kw) -> tuple[Repli
 
 
 def stop(*states: ReplicaState) -> None:
-    stop_processes([(s.pid, s.create_time) for s in states], grace_s=2)
+    stop_processes([(s.pid, s.create_time, s.boot_time) for s in states], grace_s=2)
 
 
 def config(tmp: Path) -> FleetConfig:
