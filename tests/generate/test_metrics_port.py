@@ -126,6 +126,25 @@ def test_a_job_whose_process_is_gone_is_shown_as_not_running(tmp_path):
     assert "not running" in line and "4/10 done (40%)" in line and "ETA 0m12s" in line and "1 errors" in line
 
 
+def test_a_live_job_stays_running_when_the_wall_clock_steps(tmp_path, monkeypatch):
+    """A laptop resumed from suspend: psutil's boot time, and every create_time with it, moves with the clock."""
+    import os
+    import time
+
+    import psutil
+
+    from fleetgen.fleet.jobs import JobProgress, read_jobs, write_job
+    from fleetgen.fleet.process import started
+
+    ctime, boot = started(os.getpid())
+    write_job(tmp_path, JobProgress(pid=os.getpid(), create_time=ctime, boot_time=boot, output_dir="/out",
+                                    updated_at=time.time(), total=1, done=0, ok=0, errors=0, resumed=0,
+                                    samples_per_s=0.0, output_tokens_per_s=0.0, eta_s=None))
+    real = psutil._psplatform.boot_time
+    monkeypatch.setattr(psutil._psplatform, "boot_time", lambda: real() + 7200.0)
+    assert [running for _, running in read_jobs(tmp_path)] == [True]
+
+
 def test_status_shows_each_replicas_limit_added_up_over_the_live_jobs_driving_it():
     import time
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import psutil
 from pydantic import BaseModel, Field, ValidationError
+
+from fleetgen.fleet.process import is_alive
 
 JOBS_DIR = "jobs"
 
@@ -20,6 +21,7 @@ class JobProgress(BaseModel):
 
     pid: int
     create_time: float = Field(description="The job process's start time; tells a live job from a reused pid.")
+    boot_time: float | None = Field(None, description="The host's boot time as create_time was read (see fleet/process.py).")
     output_dir: str
     updated_at: float = Field(description="Unix time of this report.")
     total: int = Field(description="(prompt id, sample) pairs in the job.")
@@ -67,7 +69,4 @@ def read_jobs(state_dir: Path) -> list[tuple[JobProgress, bool]]:
 
 
 def _running(job: JobProgress) -> bool:
-    try:
-        return abs(psutil.Process(job.pid).create_time() - job.create_time) < 1.0
-    except psutil.Error:
-        return False
+    return is_alive(job.pid, job.create_time, job.boot_time)

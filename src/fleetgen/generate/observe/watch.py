@@ -8,9 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
-
 from fleetgen.fleet.jobs import JobProgress, remove_job, write_job
+from fleetgen.fleet.process import started
 from fleetgen.generate.config import GenerateConfig
 from fleetgen.generate.observe.stats import Stats
 
@@ -27,7 +26,7 @@ class JobWatch:
         self.metrics = metrics
         self._task: asyncio.Task | None = None
         self._pid = os.getpid()
-        self._create_time = psutil.Process(self._pid).create_time()
+        self._create_time, self._boot_time = started(self._pid)
 
     @classmethod
     def start(cls, config: GenerateConfig, stats: Stats, metrics=None) -> JobWatch:
@@ -56,7 +55,7 @@ class JobWatch:
         s = self.stats
         try:
             write_job(Path(self.config.fleet_state), JobProgress(
-                pid=self._pid, create_time=self._create_time, output_dir=str(Path(self.config.output_dir).resolve()),
+                pid=self._pid, create_time=self._create_time, boot_time=self._boot_time, output_dir=str(Path(self.config.output_dir).resolve()),
                 updated_at=time.time(), total=s.total, done=s.done, ok=s.ok, errors=s.errors, resumed=s.resumed,
                 samples_per_s=s.samples_per_s, output_tokens_per_s=s.output_tokens_per_s, eta_s=s.eta_s,
                 metrics_url=self.metrics.url if self.metrics is not None else None,
