@@ -85,6 +85,28 @@ def test_the_lease_of_a_holder_that_is_gone_is_taken_over_and_a_live_one_is_not(
         live.wait()
 
 
+def test_a_live_holder_stays_live_when_the_wall_clock_steps(tmp_path, monkeypatch):
+    """A laptop resumed from suspend: psutil's create_time moves with the clock, the lease's since does not."""
+    import psutil
+
+    path = tmp_path / lease_name()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        _wait_until(lambda: live.pid and os.path.exists(f"/proc/{live.pid}"), "the process started")
+        held = {"host": socket.gethostname(), "pid": live.pid, "token": "x", "since": time.time() + 1,
+                "boot": psutil.boot_time()}
+        real = psutil._psplatform.boot_time
+        monkeypatch.setattr(psutil._psplatform, "boot_time", lambda: real() + 3600.0)
+        path.write_bytes(orjson.dumps(held))
+        with pytest.raises(LeaseHeldError, match=f"pid {live.pid}"):
+            Lease.acquire(tmp_path)
+        path.write_bytes(orjson.dumps({k: v for k, v in held.items() if k != "boot"}))  # a lease of before: taken
+        Lease.acquire(tmp_path).release()
+    finally:
+        live.kill()
+        live.wait()
+
+
 def test_a_superseded_writer_is_fenced_its_next_commit_refused_and_nothing_appended(tmp_path):
     old = Lease.acquire(tmp_path)
     journal, _ = Journal.open(tmp_path, retry_errors=False, lease=old)

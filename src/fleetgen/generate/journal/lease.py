@@ -3,7 +3,8 @@
 Two processes appending to one journal (a second identical command; a Ray retry while the old worker
 still runs) write the same rows twice. The lease is a file beside the journal (`writer.lock`, per
 shard `writer.shard-i-of-N.lock`) holding the holder's host, pid, a random token, the sharded run it
-belongs to (`group`) and since when:
+belongs to (`group`) and since when (with the host's boot time, so a step of the wall clock does not
+make a live holder look younger than its lease):
 
 - `fcntl.flock` on it excludes a second writer on one host (and across hosts where the file system
   shares flock locks, as NFSv4 does). The kernel drops the lock when its holder dies, so the lease
@@ -109,7 +110,7 @@ class Lease:
 
     def _write(self, group: str | None) -> None:
         me = {"host": socket.gethostname(), "pid": os.getpid(), "token": self.token, "group": group,
-              "since": round(time.time(), 3)}
+              "since": round(time.time(), 3), "boot": psutil.boot_time()}
         data = orjson.dumps(me) + b"\n"
         try:
             os.ftruncate(self.fd, 0)
@@ -194,11 +195,15 @@ def _alive_here(holder: dict[str, Any]) -> bool:
     if holder.get("host") != socket.gethostname() or not isinstance(pid, int) or pid == os.getpid():
         return False
     try:
-        started = psutil.Process(pid).create_time()
+        started, boot_now = psutil.Process(pid).create_time(), psutil.boot_time()
     except psutil.Error:
         return False
-    since = holder.get("since")
-    return not isinstance(since, (int, float)) or started <= since + 1
+    since, boot = holder.get("since"), holder.get("boot")
+    if not isinstance(since, (int, float)):
+        return True
+    if isinstance(boot, (int, float)):  # as seconds since boot: a step of the wall clock moves neither side
+        return started - boot_now <= since - boot + 1
+    return started <= since + 1
 
 
 def _held(path: Path, holder: dict[str, Any] | None) -> LeaseHeldError:
