@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from real_fleet import start_fleet  # noqa: E402
 
 from fleetgen.fleet import down, read_state  # noqa: E402
-from fleetgen.fleet.process import process_tree  # noqa: E402
+from fleetgen.fleet.usage import cpu_seconds_of  # noqa: E402
 from fleetgen.fleet.engines.base import Engine, metric_labels  # noqa: E402
 from fleetgen.generate import GenerateConfig, Stats, run  # noqa: E402
 from fleetgen.generate.dispatch.load_poll import engine_of_page, load_path  # noqa: E402
@@ -96,15 +96,7 @@ async def engine_counters(http: aiohttp.ClientSession, endpoints: list[str]) -> 
 
 def replica_cpu_s(fleet: Path) -> float:
     """User + system CPU of the replicas' process trees: the work they did, whatever the neighbours did."""
-    total = 0.0
-    for r in read_state(fleet).replicas:
-        for p in process_tree(r.pid, r.create_time, r.boot_time):
-            try:
-                t = p.cpu_times()
-                total += t.user + t.system
-            except Exception:
-                pass
-    return total
+    return sum(cpu_seconds_of(r) for r in read_state(fleet).replicas)
 
 
 async def one_arm(arm: str, fleet: Path, tmp: Path, *, tokens: int, warm_s: float, measure_s: float, tag: str) -> dict:

@@ -34,22 +34,15 @@ from real_fleet import start_fleet  # noqa: E402
 
 from fleetgen.fleet import down, read_state  # noqa: E402
 from fleetgen.fleet.engines import get_engine  # noqa: E402
-from fleetgen.fleet.process import process_tree  # noqa: E402
+from fleetgen.fleet.usage import cpu_seconds_of  # noqa: E402
 from fleetgen.generate.dispatch.load_poll import load_page  # noqa: E402
 
 ARMS = {"whole": ("/metrics", {}), "load lines": (load_page(get_engine("vllm")), {"Accept-Encoding": "identity"})}
 
 
 def replica_cpu_s(fleet: Path) -> float:
-    total = 0.0
-    for r in read_state(fleet).replicas:
-        for p in process_tree(r.pid, r.create_time, r.boot_time):
-            try:
-                t = p.cpu_times()
-                total += t.user + t.system
-            except Exception:
-                pass
-    return total
+    """User + system CPU of the replicas' process trees: the work they did, whatever the neighbours did."""
+    return sum(cpu_seconds_of(r) for r in read_state(fleet).replicas)
 
 
 async def one_arm(http: aiohttp.ClientSession, fleet: Path, path: str, headers: dict, n: int) -> dict:

@@ -68,3 +68,27 @@ def test_a_step_of_the_wall_clock_does_not_hide_a_live_process(monkeypatch):
     finally:
         p.kill()
         p.wait()
+
+
+def test_cpu_seconds_of_counts_a_replicas_own_tree_and_nothing_of_a_process_gone():
+    from fleetgen.fleet.process import started
+    from fleetgen.fleet.state import ReplicaState
+    from fleetgen.fleet.usage import cpu_seconds_of
+
+    gone = subprocess.Popen(["sleep", "0.1"], start_new_session=True)
+    ctime, boot = started(gone.pid)
+    replica = ReplicaState.model_construct(pid=gone.pid, create_time=ctime, boot_time=boot)
+    gone.wait()
+    assert cpu_seconds_of(replica) == 0.0  # gone: not counted (nor a later process on its pid)
+    spin = subprocess.Popen(["python3", "-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\ntime.sleep(60)"],
+                            start_new_session=True)
+    try:
+        ctime, boot = started(spin.pid)
+        replica = ReplicaState.model_construct(pid=spin.pid, create_time=ctime, boot_time=boot)
+        deadline = time.monotonic() + 60
+        while cpu_seconds_of(replica) < 0.3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert cpu_seconds_of(replica) >= 0.3
+    finally:
+        spin.kill()
+        spin.wait()

@@ -20,6 +20,18 @@ def memory_of(replica: ReplicaState) -> float:
     return total / 2**20
 
 
+def cpu_seconds_of(replica: ReplicaState) -> float:
+    """User + system CPU the replica's process tree has used: its work, whatever its neighbours did."""
+    total = 0.0
+    for p in process_tree(replica.pid, replica.create_time, replica.boot_time):
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+
 def gpu_memory_of(replica: ReplicaState) -> float | None:
     """GPU memory held by this replica's own process tree (NVML), not by whoever shares its GPU."""
     try:
