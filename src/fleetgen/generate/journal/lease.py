@@ -41,6 +41,7 @@ import orjson
 import psutil
 
 from fleetgen.errors import LeaseHeldError, LeaseLostError, OutputError
+from fleetgen.fleet.process import started
 from fleetgen.generate.journal.outdir import make_output_dir, output_error
 
 POLL_S = 0.2  # how often a waiting shard attempt tries the lock again
@@ -195,15 +196,15 @@ def _alive_here(holder: dict[str, Any]) -> bool:
     if holder.get("host") != socket.gethostname() or not isinstance(pid, int) or pid == os.getpid():
         return False
     try:
-        started, boot_now = psutil.Process(pid).create_time(), psutil.boot_time()
+        start, boot_now = started(pid)
     except psutil.Error:
         return False
     since, boot = holder.get("since"), holder.get("boot")
     if not isinstance(since, (int, float)):
         return True
     if isinstance(boot, (int, float)):  # as seconds since boot: a step of the wall clock moves neither side
-        return started - boot_now <= since - boot + 1
-    return started <= since + 1
+        return start - boot_now <= since - boot + 1
+    return start <= since + 1
 
 
 def _held(path: Path, holder: dict[str, Any] | None) -> LeaseHeldError:
