@@ -16,7 +16,7 @@
 #   upauto     two 1-replica fleets for bench/auto_concurrency.py: /tmp/fS (short answers: the batch binds) and
 #              /tmp/fL on port 40000 (long answers: --max-total-tokens $AUTO_KV tokens of KV cache binds)
 #   autoshort  bench/auto_concurrency.py --fleet short=/tmp/fS: auto vs 8..512 in flight, 128-token answers
-#   autolong   the same on /tmp/fL, 1024-token answers
+#   autolong   the same on /tmp/fL, 1024-token answers (AUTO_LEVELS, AUTO_WARM, AUTO_MEASURE, AUTO_ARGS: e.g. --repeats 2)
 #   downauto   fleetgen down of both
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -225,7 +225,7 @@ auto_sweep() {  # name fleet tokens
   local d=$OUT/auto-$1; mkdir -p $d
   timed timeout ${AUTO_TIMEOUT:-560} python3 bench/auto_concurrency.py --fleet $1=$2 --workloads $1 --$1-tokens $3 \
       --levels ${AUTO_LEVELS:-8,16,32,64,128,256,512} --warm-s ${AUTO_WARM:-8} --measure-s ${AUTO_MEASURE:-20} \
-      --out $d/auto.json > $d/auto.log 2>&1
+      ${AUTO_ARGS:-} --out $d/auto.json > $d/auto.log 2>&1
   grep -v '^{' $d/auto.log | tail -25 | cut -c1-260 | tee -a "$OUT/main.log"
 }
 autoshort() { auto_sweep short /tmp/fS ${SHORT_TOKENS:-128}; }
