@@ -14,7 +14,9 @@ engines' own generated-token counters (vllm:generation_tokens_total, both replic
 are vllm:num_preemptions_total over the same window, and the engines' waiting queue is sampled
 once a second. Then the run is stopped (its in-flight requests abandoned, which the engines abort)
 and the next arm starts. Arms run in an order rotated each repeat. The auto arm reports the limit
-it chose per replica (its range over the arm, and where it ended).
+it chose per replica (its range over the arm, and where it ended). `--pinned N` adds an arm
+"pinned-N": auto with its poller running but every limit held at N, which tells what the polling
+costs apart from where auto puts the limit (compare it with the fixed arm N).
 
 Run it under the engine lock, so no other fleet shares the cores:
 
@@ -41,6 +43,7 @@ import statistics
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import aiohttp
@@ -99,12 +102,43 @@ def replica_cpu_s(fleet: Path) -> float:
     return sum(cpu_seconds_of(r) for r in read_state(fleet).replicas)
 
 
+PINNED = "pinned-"
+
+
+@contextmanager
+def pinned_limits(arm: str):
+    """For a pinned-N arm: auto's controllers keep polling but hold every limit at N."""
+    if not arm.startswith(PINNED):
+        yield
+        return
+    from fleetgen.generate.dispatch.auto_limit import LimitController
+
+    n, update = int(arm[len(PINNED):]), LimitController.update
+
+    def held(self, reading, in_flight):
+        update(self, reading, in_flight)  # the controller's own work, as in the auto arm
+        self.limit = n
+        return n
+
+    LimitController.update = held
+    try:
+        yield
+    finally:
+        LimitController.update = update
+
+
 async def one_arm(arm: str, fleet: Path, tmp: Path, *, tokens: int, warm_s: float, measure_s: float, tag: str) -> dict:
+    with pinned_limits(arm):
+        return await _one_arm(arm, fleet, tmp, tokens=tokens, warm_s=warm_s, measure_s=measure_s, tag=tag)
+
+
+async def _one_arm(arm: str, fleet: Path, tmp: Path, *, tokens: int, warm_s: float, measure_s: float, tag: str) -> dict:
     endpoints = read_state(fleet).endpoints
     out = Path(tempfile.mkdtemp(prefix="auto-", dir=tmp))
     prompts = write_prompts(tmp / f"{tag}.jsonl", 20_000, tag)
+    concurrency = "auto" if arm.startswith(PINNED) else arm
     cfg = GenerateConfig(
-        prompts=prompts, output_dir=out, fleet_state=fleet, concurrency=arm, max_tokens=tokens, temperature=0.8,
+        prompts=prompts, output_dir=out, fleet_state=fleet, concurrency=concurrency, max_tokens=tokens, temperature=0.8,
         profiles=[{"name": "fixed-length", "extra_body": {"min_tokens": tokens}}], stop_grace_s=0.0,
     )
     latest: list[Stats] = []
@@ -140,7 +174,7 @@ async def one_arm(arm: str, fleet: Path, tmp: Path, *, tokens: int, warm_s: floa
         "kv_max": round(max((s["kv"] for s in samples), default=0.0), 3),
         "rows_written": stats.ok,
     }
-    if arm == "auto":
+    if concurrency == "auto":
         res["limits_end"] = [r.window for r in stats.replicas]
         res["limits_range"] = [[r.window_min, r.window_max] for r in stats.replicas]
         res["limits_over_measure"] = windows[:: max(1, len(windows) // 8)]
@@ -219,7 +253,7 @@ def summarize(name: str, info: dict, arms: list[str]) -> dict:
         if arm == "auto":
             med[arm]["limits_end"] = [r["limits_end"] for r in mine]
             med[arm]["limits_range"] = [r["limits_range"] for r in mine]
-    static = {a: m for a, m in med.items() if a != "auto"}
+    static = {a: m for a, m in med.items() if a != "auto" and not a.startswith(PINNED)}
     best = max(static, key=lambda a: static[a]["tokens_per_s"])
     ratio = med["auto"]["tokens_per_s"] / static[best]["tokens_per_s"]
     t = Table(title=f"{name}: {info['tokens']}-token answers, {' '.join(info['engine_args']) or '2 vLLM-CPU replicas'}")
@@ -244,7 +278,7 @@ def summarize(name: str, info: dict, arms: list[str]) -> dict:
 
 
 async def main_async(args) -> dict:
-    arms = ["auto"] + [str(c) for c in args.levels]
+    arms = ["auto"] + [str(c) for c in args.levels] + [f"{PINNED}{n}" for n in args.pinned]
     tmp = Path(tempfile.mkdtemp(prefix="auto-conc-"))
     result: dict = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                                 "load_avg_at_start": os.getloadavg()},
@@ -279,6 +313,8 @@ def trace_controllers(path: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--levels", default="8,16,32,64,128,256", type=lambda s: [int(x) for x in s.split(",")])
+    ap.add_argument("--pinned", default=[], type=lambda s: [int(x) for x in s.split(",")],
+                    help="also run auto with its limits held at N (comma-separated): what polling costs")
     ap.add_argument("--workloads", default="short,long", type=lambda s: s.split(","))
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--warm-s", type=float, default=10.0)
