@@ -127,19 +127,31 @@ def pinned_limits(arm: str):
         LimitController.update = update
 
 
-async def one_arm(arm: str, fleet: Path, tmp: Path, *, tokens: int, warm_s: float, measure_s: float, tag: str) -> dict:
+def length_profiles(tokens: int, spread: float) -> list[dict]:
+    """Answers of exactly `tokens` tokens, or (spread > 0) five lengths from (1 - spread) to (1 + spread) x tokens.
+
+    One length for all keeps the requests sent together finishing together for the whole arm, so how an
+    arm's first requests went out (all at once, or auto's ramp) shapes its batches to the end; lengths
+    that differ, as real answers do, mix them."""
+    lengths = sorted({max(1, round(tokens * (1 - spread + spread * k / 2))) for k in range(5)})
+    return [{"name": f"length-{n}", "max_tokens": n, "extra_body": {"min_tokens": n}} for n in lengths]
+
+
+async def one_arm(arm: str, fleet: Path, tmp: Path, *, tokens: int, spread: float, warm_s: float, measure_s: float,
+                  tag: str) -> dict:
     with pinned_limits(arm):
-        return await _one_arm(arm, fleet, tmp, tokens=tokens, warm_s=warm_s, measure_s=measure_s, tag=tag)
+        return await _one_arm(arm, fleet, tmp, tokens=tokens, spread=spread, warm_s=warm_s, measure_s=measure_s, tag=tag)
 
 
-async def _one_arm(arm: str, fleet: Path, tmp: Path, *, tokens: int, warm_s: float, measure_s: float, tag: str) -> dict:
+async def _one_arm(arm: str, fleet: Path, tmp: Path, *, tokens: int, spread: float, warm_s: float, measure_s: float,
+                   tag: str) -> dict:
     endpoints = read_state(fleet).endpoints
     out = Path(tempfile.mkdtemp(prefix="auto-", dir=tmp))
     prompts = write_prompts(tmp / f"{tag}.jsonl", 20_000, tag)
     concurrency = "auto" if arm.startswith(PINNED) else arm
     cfg = GenerateConfig(
         prompts=prompts, output_dir=out, fleet_state=fleet, concurrency=concurrency, max_tokens=tokens, temperature=0.8,
-        profiles=[{"name": "fixed-length", "extra_body": {"min_tokens": tokens}}], stop_grace_s=0.0,
+        profiles=length_profiles(tokens, spread), stop_grace_s=0.0,
     )
     latest: list[Stats] = []
     task = asyncio.create_task(run(cfg, on_progress=lambda s: latest.__setitem__(slice(None), [s]), handle_signals=True))
@@ -225,7 +237,8 @@ async def workload(name: str, args, tmp: Path, arms: list[str]) -> dict:
         for rep in range(args.repeats):
             order = arms[rep % len(arms):] + arms[: rep % len(arms)]
             for arm in order:
-                res = await one_arm(arm, fleet, tmp, tokens=tokens, warm_s=args.warm_s, measure_s=args.measure_s,
+                res = await one_arm(arm, fleet, tmp, tokens=tokens, spread=args.length_spread, warm_s=args.warm_s,
+                                    measure_s=args.measure_s,
                                     tag=f"{name}-{rep}-{arm}")
                 res["repeat"] = rep
                 rows.append(res)
@@ -321,6 +334,8 @@ def main() -> None:
     ap.add_argument("--measure-s", type=float, default=20.0)
     ap.add_argument("--max-num-seqs", type=int, default=256, help="the engines' batch limit (--max-num-seqs)")
     ap.add_argument("--short-tokens", type=int, default=16)
+    ap.add_argument("--length-spread", type=float, default=0.0,
+                    help="answers of five lengths from (1 - S) to (1 + S) x the workload's tokens (0: one length)")
     ap.add_argument("--long-tokens", type=int, default=64)
     ap.add_argument("--long-kv-blocks", type=int, default=48, help="long: KV cache blocks (of 32 tokens) per replica")
     ap.add_argument("--capture", type=Path, default=None, help="write one replica's /metrics page here (a test fixture)")
