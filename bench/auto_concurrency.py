@@ -242,8 +242,7 @@ async def workload(name: str, args, tmp: Path, arms: list[str]) -> dict:
             order = arms[rep % len(arms):] + arms[: rep % len(arms)]
             for arm in order:
                 res = await one_arm(arm, fleet, tmp, tokens=tokens, spread=args.length_spread, warm_s=args.warm_s,
-                                    measure_s=args.measure_s,
-                                    tag=f"{name}-{rep}-{arm}")
+                                    measure_s=args.measure_s, tag=f"{name}-{rep}-{arm}")
                 res["repeat"] = rep
                 rows.append(res)
                 print(f"{name}: " + json.dumps(res), flush=True)
