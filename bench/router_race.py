@@ -63,6 +63,7 @@ from fleetgen.fleet import down, read_state  # noqa: E402
 from fleetgen.fleet.engines.base import metric_totals  # noqa: E402
 from fleetgen.fleet.launcher import restart_replica  # noqa: E402
 from fleetgen.fleet.process import process_tree  # noqa: E402
+from fleetgen.fleet.usage import cpu_seconds  # noqa: E402
 from fleetgen.generate import GenerateConfig, Stats, run  # noqa: E402
 
 ROUTER_VERSION = "0.1.17"  # the pin of the `bench` extra in pyproject.toml
@@ -156,18 +157,6 @@ async def counters(endpoints: list[str]) -> list[dict[str, float]]:
                 "generated": m.get("vllm:generation_tokens_total", m.get("vllm:generation_tokens", 0.0)),
             })
     return out
-
-
-def cpu_seconds(procs: list[psutil.Process]) -> float:
-    """User + system CPU of live processes (children included): the work a replica did, whatever the neighbours did."""
-    total = 0.0
-    for p in procs:
-        try:
-            t = p.cpu_times()
-            total += t.user + t.system
-        except psutil.Error:
-            pass
-    return total
 
 
 class RealReplicas:

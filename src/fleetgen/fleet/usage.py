@@ -1,6 +1,8 @@
-"""How much memory a replica's process tree holds: host memory (PSS) and GPU memory (NVML)."""
+"""What a replica's process tree holds and has used: host memory (PSS), GPU memory (NVML), CPU time."""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 import psutil
 
@@ -22,8 +24,13 @@ def memory_of(replica: ReplicaState) -> float:
 
 def cpu_seconds_of(replica: ReplicaState) -> float:
     """User + system CPU the replica's process tree has used: its work, whatever its neighbours did."""
+    return cpu_seconds(process_tree(replica.pid, replica.create_time, replica.boot_time))
+
+
+def cpu_seconds(procs: Iterable[psutil.Process]) -> float:
+    """User + system CPU of these processes; one gone since counts nothing."""
     total = 0.0
-    for p in process_tree(replica.pid, replica.create_time, replica.boot_time):
+    for p in procs:
         try:
             t = p.cpu_times()
             total += t.user + t.system
