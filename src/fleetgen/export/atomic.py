@@ -1,12 +1,12 @@
-"""Output files written whole or not at all: a temporary file beside the target, fsynced, then os.replace."""
+"""Several output files written whole or not at all, each through fleetgen.atomic (temporary file, fsync, rename)."""
 
 from __future__ import annotations
 
-import os
 from contextlib import ExitStack
 from pathlib import Path
 from typing import IO
 
+from fleetgen.atomic import commit, temp_path
 from fleetgen.errors import InputError
 
 
@@ -19,7 +19,7 @@ class AtomicFiles:
 
     def __init__(self, targets: dict[str, Path], *, overwrite: bool) -> None:
         self.targets = targets
-        self.temps = {k: p.with_name(f".{p.name}.tmp-{os.getpid()}") for k, p in targets.items()}
+        self.temps = {k: temp_path(p) for k, p in targets.items()}
         self._overwrite = overwrite
         self._stack = ExitStack()
         self._committed = False
@@ -45,19 +45,8 @@ class AtomicFiles:
     def commit(self) -> None:
         self._stack.close()
         for key, tmp in self.temps.items():
-            if not tmp.exists():
-                continue
-            with open(tmp, "rb+") as f:
-                os.fsync(f.fileno())
-        for key, tmp in self.temps.items():
             if tmp.exists():
-                os.replace(tmp, self.targets[key])
-        for d in {t.parent for t in self.targets.values()}:
-            fd = os.open(d, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+                commit(tmp, self.targets[key])
         self._committed = True
 
     def __exit__(self, *exc: object) -> None:

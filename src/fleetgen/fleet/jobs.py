@@ -6,11 +6,11 @@ and removes its file when it ends. A file whose process is gone is a job that di
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
+from fleetgen.atomic import write_atomic
 from fleetgen.fleet.process import is_alive
 
 JOBS_DIR = "jobs"
@@ -47,9 +47,8 @@ def write_job(state_dir: Path, progress: JobProgress) -> None:
     """Replace the job's file atomically, so `status` never reads half of one."""
     path = job_path(state_dir, progress.pid)
     path.parent.mkdir(exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(progress.model_dump_json(), encoding="utf-8")
-    os.replace(tmp, path)
+    # Not fsynced: rewritten every few seconds from the job's event loop, removed when it ends; a crash leaves it stale anyway.
+    write_atomic(path, progress.model_dump_json(), durable=False)
 
 
 def remove_job(state_dir: Path, pid: int) -> None:

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from fleetgen.atomic import write_atomic
 from fleetgen.errors import FleetError
 from fleetgen.fleet.state_file import UNREADABLE_HINT, read_state_json, state_path  # noqa: F401 (state_path: re-exported)
 
@@ -70,9 +71,7 @@ def ensure_state_dir(state_dir: Path) -> Path:
 def write_state(state_dir: Path, state: FleetState) -> Path:
     """Write atomically so a reader never sees half a file."""
     path = state_path(state_dir)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(state.model_dump_json(indent=2), encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, state.model_dump_json(indent=2))
     return path
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from fleetgen.atomic import atomic_file
 from fleetgen.errors import ConfigError, InputError
 
 FORMATS = {".jsonl": "jsonl", ".parquet": "parquet"}
@@ -65,18 +66,14 @@ def _message_row(m: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_records(lines: Iterator[bytes], output: Path, fmt: str, batch_rows: int = 8192) -> int:
-    """Write JSONL lines to `output` (via a temporary file and rename); returns the rows written."""
+    """Write JSONL lines to `output` (replaced whole: fleetgen.atomic); returns the rows written."""
     output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_name(f".{output.name}.tmp")
     n = 0
-    try:
+    with atomic_file(output) as fh:
         if fmt == "jsonl":
-            with tmp.open("wb") as fh:
-                for line in lines:
-                    fh.write(line)
-                    n += 1
-                fh.flush()
-                os.fsync(fh.fileno())
+            for line in lines:
+                fh.write(line)
+                n += 1
         else:
             import pyarrow as pa
             import pyarrow.parquet as pq
@@ -90,7 +87,7 @@ def write_records(lines: Iterator[bytes], output: Path, fmt: str, batch_rows: in
                 ("tools", pa.string()),
                 ("meta", pa.string()),
             ])
-            with pq.ParquetWriter(tmp, schema, compression="zstd") as w:
+            with pq.ParquetWriter(fh, schema, compression="zstd") as w:
                 batch: list[dict[str, Any]] = []
                 for line in lines:
                     r = orjson.loads(line)
@@ -107,9 +104,6 @@ def write_records(lines: Iterator[bytes], output: Path, fmt: str, batch_rows: in
                 if batch:
                     w.write_table(pa.Table.from_pylist(batch, schema=schema))
                     n += len(batch)
-        os.replace(tmp, output)
-    finally:
-        tmp.unlink(missing_ok=True)
     return n
 
 

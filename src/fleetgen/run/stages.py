@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from pathlib import Path
+
+from fleetgen.atomic import write_atomic
 
 STAGES = ("doctor", "mix", "generate", "export", "report")
 MARKERS = "stages.json"
@@ -49,6 +50,4 @@ class StageBook:
         self._save()
 
     def _save(self) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.done, indent=2, default=str))
-        os.replace(tmp, self.path)
+        write_atomic(self.path, json.dumps(self.done, indent=2, default=str))

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import orjson
 
+from fleetgen.atomic import write_atomic
 from fleetgen.version import __version__
 from fleetgen.generate.journal import claimsfile
 from fleetgen.generate.journal.prefixclaims import CLAIM_DTYPE, ClaimBuffer, PrefixClaims
@@ -193,14 +194,7 @@ class CheckpointProgress:
                 run_from = loaded.good_bytes
             else:
                 # Missing, stale or another job's: a new file (temporary, rename) that claims nothing yet.
-                tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-                try:
-                    with open(tmp, "wb") as f:
-                        f.write(_MAGIC + digest)
-                    os.replace(tmp, path)
-                except OSError:
-                    tmp.unlink(missing_ok=True)
-                    raise
+                write_atomic(path, _MAGIC + digest)
                 fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
         except OSError as e:
             _note(path, e)

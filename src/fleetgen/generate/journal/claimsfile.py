@@ -12,7 +12,7 @@ answers for any watermark W: below L, the claims with a line under W; past L, th
 checkpoint's own claims from line L on (checkpoint.py reads only those frames' claims). It is used
 only with the same job digest as the checkpoint (prompt file sha256, samples, shard, fleetgen
 version) and when its header CRC32 and the XXH3-64 of its body match; anything else: the claims are
-read from the checkpoint frames, as without it. Written to a temporary file and renamed, not fsynced.
+read from the checkpoint frames, as without it. Replaced whole (fleetgen.atomic), not fsynced.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 import xxhash
+
+from fleetgen.atomic import atomic_file
 
 _MAGIC = b"FGCLAIM1"
 # job digest (32 bytes), watermark line, claims, XXH3 of the body
@@ -56,16 +58,10 @@ def save(path: Path, digest: bytes, line: int, lo: np.ndarray, hi: np.ndarray, l
     for a in parts:
         body.update(memoryview(a).cast("B"))
     head = _seal(_MAGIC + _HEAD.pack(digest, line, len(lo), body.intdigest()))
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(head)
-            for a in parts:
-                f.write(memoryview(a).cast("B"))
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic_file(path, durable=False) as f:  # not fsynced: see the module's docstring
+        f.write(head)
+        for a in parts:
+            f.write(memoryview(a).cast("B"))
 
 
 def load(path: Path, digest: bytes) -> SortedClaims | None:

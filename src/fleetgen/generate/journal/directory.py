@@ -23,7 +23,8 @@ from fleetgen.generate.journal import donefile
 from fleetgen.generate.journal import keyindex
 from fleetgen.generate.journal.linekey import KEY_RE, key_of
 from fleetgen.generate.journal.loaddone import read_done
-from fleetgen.generate.journal.outdir import fsync_dir, make_output_dir, output_error
+from fleetgen.atomic import fsync_dir
+from fleetgen.generate.journal.outdir import make_output_dir, output_error
 from fleetgen.generate.journal.torn import repair
 from fleetgen.rows.doneset import DoneSet, id_hash
 from fleetgen.rows.files import journal_names

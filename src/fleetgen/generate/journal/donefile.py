@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
+from fleetgen.atomic import atomic_file
 from fleetgen.rows.doneset import DoneSet
 from fleetgen.generate.journal.keyindex import KEY_DTYPE, keys_array, last_line_crc, tail_crc
 
@@ -69,17 +70,11 @@ def save(path: Path, done: DoneSet, ends: tuple[int, int, int, int], index_len: 
     bits = (len(table) // 24).bit_length() - 1
     head = _seal(_MAGIC + _HEAD.pack(bits, done.ids, done.results, done.errors, r_end, r_crc, e_end, e_crc, index_len,
                                      index_tail, len(done.bad_lines), len(wide), body.intdigest()))
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(head)
-            f.write(table)
-            f.write(bad)
-            f.write(wide.tobytes())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic_file(path, durable=False) as f:  # not fsynced: see the module's docstring
+        f.write(head)
+        f.write(table)
+        f.write(bad)
+        f.write(wide.tobytes())
 
 
 # Why the last load returned None (for benchmarks and debugging; a resume just reads the done set then).

@@ -11,10 +11,10 @@ from typing import NamedTuple
 import numpy as np
 import orjson
 
+from fleetgen.atomic import commit, temp_path
 from fleetgen.generate.journal import donefile
 from fleetgen.generate.journal import keyindex
 from fleetgen.generate.journal.linekey import KEY_RE, key_of
-from fleetgen.generate.journal.outdir import fsync_dir
 from fleetgen.rows.doneset import DoneSet, id_hash
 from fleetgen.rows.files import journal_names
 
@@ -158,7 +158,7 @@ class _IndexLeveler:
 
     def __init__(self, index: Path, loaded: keyindex.Loaded | None) -> None:
         self.index, self.rewrite, self.f = index, loaded is None, None
-        self.tmp = index.with_name(f"{index.name}.{os.getpid()}.tmp")
+        self.tmp = temp_path(index)
         try:
             if self.rewrite:
                 self.f = open(self.tmp, "wb")
@@ -182,14 +182,9 @@ class _IndexLeveler:
         if self.f is None:
             return False
         try:
+            self.f.close()
             if self.rewrite:
-                self.f.flush()
-                os.fsync(self.f.fileno())
-                self.f.close()
-                os.replace(self.tmp, self.index)
-                fsync_dir(self.index.parent)
-            else:
-                self.f.close()
+                commit(self.tmp, self.index)
         except OSError as e:
             self._give_up(e)
             return False

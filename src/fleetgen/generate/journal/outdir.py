@@ -3,26 +3,16 @@
 from __future__ import annotations
 
 import errno
-import os
 from pathlib import Path
 
+from fleetgen import atomic
 from fleetgen.errors import InputError, OutputError
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write to a temporary file, fsync, rename: readers see the old file or the new one; OSError becomes OutputError."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # per process: shards write job.json side by side
+    """fleetgen.atomic.write_atomic into the output directory, an OSError told as what to do (OutputError)."""
     try:
-        try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)  # a half-written temporary file must not stay behind
-            raise
-        fsync_dir(path.parent)
+        atomic.write_atomic(path, data)
     except OSError as e:
         raise output_error(path, e) from None
 
@@ -56,12 +46,3 @@ def output_error(path: Path, e: OSError) -> OutputError:
         f"cannot write {path}: {cause}{f' ({name})' if name else ''}; every line written before is complete",
         hint=_WHAT_TO_DO.get(e.errno or 0, "fix the output directory, then run the same command again to resume"),
     )
-
-
-def fsync_dir(d: Path) -> None:
-    """Make a rename or a new file in `d` durable: without it a crash can lose the directory entry."""
-    fd = os.open(d, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import orjson
 
+from fleetgen.atomic import write_atomic
 from fleetgen.generate.prompts.reader import fingerprint
 
 STAMP = "prompts.stamp"
@@ -44,10 +45,8 @@ def stamped_fingerprint(path: Path, outdir: Path) -> tuple[str, int]:
     started = time.time_ns()
     sha, rows = fingerprint(path)
     if _stat_key(path) == key and max(key[3], key[4]) < started - int(RACY_S * 1e9) and stamp.parent.is_dir():
-        tmp = stamp.with_name(f"{STAMP}.{os.getpid()}.tmp")
         try:
-            tmp.write_bytes(orjson.dumps({"path": str(path.resolve()), "stat": key, "sha256": sha, "rows": rows}))
-            os.replace(tmp, stamp)
+            write_atomic(stamp, orjson.dumps({"path": str(path.resolve()), "stat": key, "sha256": sha, "rows": rows}))
         except OSError:
-            tmp.unlink(missing_ok=True)
+            pass  # a cache: the next run hashes the file again
     return sha, rows
