@@ -18,6 +18,19 @@ ShardRunner = Literal["auto", "ray", "process"]
 HistoryReasoning = Literal["template", "keep", "drop"]  # turns/history_reasoning.py decides "template"
 ToolMatch = Literal["arguments", "name"]  # turns/tool_turns.py says what each matches
 
+# The job's identity: the fields that say what a row is. A resume that changes one of them is another job:
+# `generate` refuses it (--force records the new identity beside the old, rows/history.py) and `run` moves the
+# earlier output aside. Every other field says how, where or how fast rows are made (transport, retries,
+# timeouts, routing, hedging, the shards' placement, leases, metrics, event loop, warm-up, token-id transport)
+# and may change between runs of one job. A positive list: a new field stays out of it unless it changes what a
+# row holds, and then goes at the end of SAMPLING_FIELDS and into _SET_ONLY, so existing directories still resume.
+SAMPLING_FIELDS = ("max_tokens", "temperature", "top_p", "seed", "reasoning", "truncation", "tool_match", "profiles")
+_SET_ONLY = frozenset({"tool_match", "profiles"})  # in the identity only when off their default
+# Part of the identity through what they resolve to when the job runs (generate/runner.py): the prompt file's
+# sha256 and rows, the model the servers serve, the history policy the target's chat template gives, the split.
+RESOLVED_FIELDS = ("prompts", "model", "history_reasoning", "tokenizer", "shard", "shards")
+IDENTITY_FIELDS = SAMPLING_FIELDS + RESOLVED_FIELDS
+
 
 class GenerateConfig(StrictModel):
     prompts: Path = Field(description="Prompt records: JSONL or Parquet (OpenAI, SpecForge or ShareGPT rows).")
@@ -288,20 +301,20 @@ class GenerateConfig(StrictModel):
         return self
 
     def sampling(self) -> dict[str, object]:
-        """The parameters that define the job: a resume with different ones is refused."""
-        out: dict[str, object] = {
-            "max_tokens": self.max_tokens,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "seed": self.seed,
-            "reasoning": self.reasoning,
-            "truncation": self.truncation,
-        }
-        # Only when set: the identity of jobs without them stays as it was.
-        if self.tool_match != "arguments":
-            out["tool_match"] = self.tool_match
-        if self.profiles:
-            out["profiles"] = [p.identity() for p in self.profiles]
+        """The sampling part of the job's identity (job.json): SAMPLING_FIELDS, the later ones only when set."""
+        out: dict[str, object] = {}
+        for name in SAMPLING_FIELDS:
+            value = getattr(self, name)
+            if name in _SET_ONLY and value == GenerateConfig.model_fields[name].get_default(call_default_factory=True):
+                continue  # added after job.json was first written: a directory made before it resumes unchanged
+            out[name] = [p.identity() for p in value] if name == "profiles" else value
+        return out
+
+    def declared_identity(self) -> dict[str, object]:
+        """IDENTITY_FIELDS as configured, before they resolve (prompts and model left to the caller): `run` keys
+        its generate stage on these, and generate's own check of job.json decides whether a resume continues."""
+        out = self.sampling()
+        out.update({name: getattr(self, name) for name in RESOLVED_FIELDS if name not in ("prompts", "model")})
         return out
 
     def policies(self) -> dict[str, object]:
