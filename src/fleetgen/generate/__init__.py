@@ -27,6 +27,7 @@ _EXPORTS = {
     "read_prompts": "fleetgen.generate.prompts.reader",
     "run": "fleetgen.generate.runner",
     "run_shards": "fleetgen.generate.shards.run",
+    "stamped_fingerprint": "fleetgen.generate.prompts.stamp",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from fleetgen.generate.journal.outcomes import Completed, Failed, Outcome, Skipped
     from fleetgen.generate.config.profiles import SamplingProfile
     from fleetgen.generate.prompts.reader import BadRow, PromptRecord, normalize, read_prompts
+    from fleetgen.generate.prompts.stamp import stamped_fingerprint
     from fleetgen.generate.runner import generate, run
     from fleetgen.generate.shards.run import ShardedRun, run_shards
     from fleetgen.generate.shards.outcome import ShardDone, ShardFailed, ShardOutcome
