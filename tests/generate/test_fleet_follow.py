@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import asyncio
 
 from fleetgen.fleet.state import FleetState, ReplicaState, write_state
@@ -24,7 +25,8 @@ async def _settle(watch_s: float = 0.1) -> None:
     await asyncio.sleep(watch_s * 3)
 
 
-async def test_a_replacement_joins_when_verified_and_a_grown_fleet_is_only_noted(tmp_path, capsys):
+async def test_a_replacement_joins_when_verified_and_a_grown_fleet_is_only_noted(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="fleetgen")
     a, b = _replica(0, "http://a:1", True), _replica(1, "http://b:1", True)
     _write(tmp_path, [a, b])
     d = Dispatcher([a.endpoint, b.endpoint], 4, DispatchPolicy())
@@ -43,12 +45,13 @@ async def test_a_replacement_joins_when_verified_and_a_grown_fleet_is_only_noted
         assert len(d.replicas) == 2
     finally:
         watch.cancel()
-    err = capsys.readouterr().err
+    err = caplog.text
     assert "replica 1 was replaced; new requests go to http://c:2" in err
     assert "the fleet now has 3 replicas, this run keeps its 2" in err
 
 
-async def test_a_slice_of_the_fleet_follows_only_its_own_replicas(tmp_path, capsys):
+async def test_a_slice_of_the_fleet_follows_only_its_own_replicas(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="fleetgen")
     from fleetgen.generate.config.partition import Shard
 
     fleet = [_replica(i, f"http://r{i}:1", True) for i in range(4)]
@@ -65,4 +68,4 @@ async def test_a_slice_of_the_fleet_follows_only_its_own_replicas(tmp_path, caps
         assert [r.endpoint for r in d.replicas] == ["http://r1:1", "http://new3:2"]  # replica 0 is another slice's
     finally:
         watch.cancel()
-    assert "replica 3 was replaced" in capsys.readouterr().err
+    assert "replica 3 was replaced" in caplog.text

@@ -535,7 +535,7 @@ def test_an_edited_prompt_file_makes_the_checkpoint_stale(tmp_path):
     assert with_ckpt == resume_view(prompts, outdir, 2, Shard(), tmp_path, checkpoint=False)[0]
 
 
-def test_a_checkpoint_write_failure_costs_the_checkpoint_not_the_run(tmp_path, monkeypatch, capsys):
+def test_a_checkpoint_write_failure_costs_the_checkpoint_not_the_run(tmp_path, monkeypatch, caplog):
     rng = random.Random(5)
     prompts, outdir = random_prompts(tmp_path / "p.jsonl", rng, 60), tmp_path / "out"
     play(prompts, outdir, 2, Shard(), rng, steps=6)
@@ -551,7 +551,7 @@ def test_a_checkpoint_write_failure_costs_the_checkpoint_not_the_run(tmp_path, m
     monkeypatch.setattr(watermark.os, "write", failing)
     play(prompts, outdir, 2, Shard(), rng, steps=None)
     monkeypatch.undo()
-    assert "resume checkpoint" in capsys.readouterr().err
+    assert "resume checkpoint" in caplog.text
     assert frames_end(outdir, prompts, 2, Shard()) == before  # the torn frame and nothing after it
     with_ckpt, _ = resume_view(prompts, outdir, 2, Shard(), tmp_path, checkpoint=True)
     assert with_ckpt == resume_view(prompts, outdir, 2, Shard(), tmp_path, checkpoint=False)[0] and with_ckpt[0] == []

@@ -8,6 +8,7 @@ certainly still writing when the second starts (no timing). The Ray retry: test_
 
 from __future__ import annotations
 
+import logging
 import fcntl
 import os
 import socket
@@ -60,19 +61,20 @@ def test_a_second_writer_is_refused_naming_the_holder_and_the_lease_is_free_afte
     b.release()
 
 
-def test_the_lease_of_a_holder_that_is_gone_is_taken_over_and_a_live_one_is_not(tmp_path, capsys):
+def test_the_lease_of_a_holder_that_is_gone_is_taken_over_and_a_live_one_is_not(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="fleetgen")
     path = tmp_path / lease_name()
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     path.write_bytes(orjson.dumps({"host": socket.gethostname(), "pid": dead.pid, "token": "old", "since": time.time()}))
     lease = Lease.acquire(tmp_path)  # its process died: the kernel dropped its lock, and its pid is gone
-    assert f"took over the lease on writer.lock of pid {dead.pid}" in capsys.readouterr().err
+    assert f"took over the lease on writer.lock of pid {dead.pid}" in caplog.text
     assert _holder(path)["pid"] == os.getpid() and _holder(path)["token"] == lease.token
     lease.release()
     # Another host's holder whose lock is free (released, or lost with its node): taken over.
     path.write_bytes(orjson.dumps({"host": "node-b", "pid": 1, "token": "old", "since": time.time()}))
     Lease.acquire(tmp_path).release()
-    assert "pid 1 on host node-b" in capsys.readouterr().err
+    assert "pid 1 on host node-b" in caplog.text
     # A live process of this host named while the lock is free (a file system whose flock does not exclude): refused.
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     try:

@@ -101,7 +101,7 @@ def test_a_profile_with_a_length_floor_still_gets_a_short_warm_up_the_engine_acc
     assert path.body["max_tokens"] <= 4 and path.body["min_tokens"] <= path.body["max_tokens"]
 
 
-def test_a_replica_whose_warm_up_fails_is_reported_and_stays_out_of_rotation(tmp_path, capfd):
+def test_a_replica_whose_warm_up_fails_is_reported_and_stays_out_of_rotation(tmp_path, caplog):
     broken, good = StandinServer(fail_first=10_000), StandinServer(first_use_stall_s=0.0)
     urls = [broken.start(), good.start()]
 
@@ -121,7 +121,7 @@ def test_a_replica_whose_warm_up_fails_is_reported_and_stays_out_of_rotation(tmp
     assert not dispatcher.replicas[0].in_rotation and "HTTP 500" in dispatcher.replicas[0].stats.warmup_error
     assert len(broken.bodies) == 2  # its two attempts
     assert "HTTP 500" in summary["replicas"][0]["error"] and "error" not in summary["replicas"][1]
-    err = capfd.readouterr().err
+    err = caplog.text
     assert f"replica 0 ({urls[0]}) failed its warm-up" in err and "stand-in: scripted internal error" in err
 
 

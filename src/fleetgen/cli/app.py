@@ -90,8 +90,14 @@ app = typer.Typer(
 
 
 @app.callback()
-def _root() -> None:  # a group's callback; its docstring is the root's help
+def _root(
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Warnings and errors only: no notes (a command's own output stays)."),
+    verbose: int = typer.Option(0, "--verbose", "-v", count=True, show_default=False, help="Debug lines too."),
+) -> None:  # a group's callback; its docstring is the root's help
     """Regenerate large synthetic datasets with a target model on a fleet of inference servers."""
+    from fleetgen.cli._logging import setup
+
+    setup(quiet=quiet, verbose=verbose)
 
 
 def _modules() -> list[str]:

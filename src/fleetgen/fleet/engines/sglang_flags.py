@@ -118,18 +118,23 @@ def main() -> int:
     version = getattr(sglang, "__version__", "unknown")
     parser = build_parser()
     if sys.argv[1:] == ["--version"]:
-        print(version)
+        _answer(version)
         return 0
     if sys.argv[1:] == ["--flags"]:
         flags = sorted(o for a in parser._actions for o in a.option_strings)
-        print(json.dumps({"version": version, "flags": flags}))
+        _answer(json.dumps({"version": version, "flags": flags}))
         return 0
     argvs = json.load(sys.stdin)
     if not isinstance(argvs, list) or not all(isinstance(a, list) for a in argvs):
-        print("stdin must be a JSON list of argv lists", file=sys.stderr)
+        sys.stderr.write("stdin must be a JSON list of argv lists\n")
         return 2
-    print(json.dumps({"version": version, "results": [check(parser, [str(x) for x in a]) for a in argvs]}))
+    _answer(json.dumps({"version": version, "results": [check(parser, [str(x) for x in a]) for a in argvs]}))
     return 0
+
+
+def _answer(line: str) -> None:
+    """The one line this script answers its caller with, on stdout (the sglang venv's process is not a logger's)."""
+    sys.stdout.write(line + "\n")
 
 
 if __name__ == "__main__":

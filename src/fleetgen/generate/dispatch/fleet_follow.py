@@ -8,13 +8,15 @@ job would otherwise keep probing the dead address until it was resumed.
 from __future__ import annotations
 
 import asyncio
-import sys
+import logging
 from pathlib import Path
 
 from fleetgen.errors import FleetgenError
 from fleetgen.fleet.state import read_state, state_path
 from fleetgen.generate.dispatch.dispatcher import Dispatcher
 from fleetgen.generate.config.partition import Shard
+
+log = logging.getLogger(__name__)
 
 POLL_S = 2.0
 
@@ -40,11 +42,10 @@ async def follow_fleet(state_dir: Path, dispatcher: Dispatcher, mine: Shard = Sh
         for position, r in enumerate(replicas[: len(dispatcher.replicas)]):
             # A replacement is written once when launched and again when verified: wait for the second.
             if r.verified and dispatcher.replace_endpoint(position, r.endpoint):
-                print(f"note: replica {r.index} was replaced; new requests go to {r.endpoint}", file=sys.stderr)
+                log.info(f"replica {r.index} was replaced; new requests go to {r.endpoint}")
         if len(replicas) != len(dispatcher.replicas) and not told_size:
             told_size = True
-            print(
-                f"note: the fleet now has {len(replicas)} replicas, this run keeps its {len(dispatcher.replicas)}; "
-                "stop it (Ctrl-C) and run the same command to resume on all of them",
-                file=sys.stderr,
+            log.info(
+                f"the fleet now has {len(replicas)} replicas, this run keeps its {len(dispatcher.replicas)}; "
+                "stop it (Ctrl-C) and run the same command to resume on all of them"
             )

@@ -15,7 +15,7 @@ that cost its API server 4.6 ms of CPU to serve, the load lines 0.9 KB and 0.5 m
 from __future__ import annotations
 
 import asyncio
-import sys
+import logging
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
@@ -26,6 +26,8 @@ from fleetgen.fleet.engines.base import Engine, Metrics
 from fleetgen.fleet.probe import auth_headers
 from fleetgen.generate.dispatch.auto_limit import LimitController, LimitPolicy, Reading
 from fleetgen.generate.dispatch.dispatcher import Dispatcher
+
+log = logging.getLogger(__name__)
 
 POLL_S = 1.0
 LOAD_PATHS = ("/v1/loads", "/get_load")  # SGLang 0.5.12, and its older name
@@ -85,8 +87,8 @@ class LoadPoller:
         if metrics is None:
             if not src.told and src.engine is None:
                 src.told = True
-                print(f"note: {replica.endpoint} reports no load (/metrics, /v1/loads); --concurrency auto keeps "
-                      f"{replica.window} in flight there", file=sys.stderr)
+                log.warning(f"{replica.endpoint} reports no load (/metrics, /v1/loads); --concurrency auto keeps "
+                            f"{replica.window} in flight there")
             return
         reading = self.reading(src, metrics)
         replica.stats.engine_running = reading.running

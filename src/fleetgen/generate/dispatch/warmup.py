@@ -19,8 +19,8 @@ goes to the joint kernel), so warming each profile's own path covers them.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +33,8 @@ from fleetgen.generate.dispatch.dispatcher import Dispatcher
 from fleetgen.generate.dispatch.replica import Replica
 from fleetgen.generate.config.profiles import SamplingProfile, apply
 from fleetgen.generate.dispatch.answer_ids import REQUEST_FIELDS as TOKEN_ID_FIELDS
+
+log = logging.getLogger(__name__)
 
 # Tokens each warm-up request asks for: one sampled at prefill, the rest in decode steps.
 WARMUP_TOKENS = 4
@@ -153,8 +155,8 @@ class Warmup:
             return None
         warmup = cls(config, dispatcher, http, model)
         names = "; ".join(p.name for p in warmup.paths)
-        print(f"{PHASE}: {len(warmup.paths)} sampling path(s) ({names}) on {len(dispatcher.replicas)} replica(s), "
-              "before they take the job's requests", file=sys.stderr)
+        log.info(f"{PHASE}: {len(warmup.paths)} sampling path(s) ({names}) on {len(dispatcher.replicas)} replica(s), "
+                 "before they take the job's requests")
         for replica in dispatcher.replicas:
             warmup.add(replica)
         dispatcher.on_new_replica = warmup.add
@@ -177,18 +179,17 @@ class Warmup:
                 await self._send(replica, path)
             except Rejected as e:  # the request's fault, not the replica's: the job's requests will meet it too
                 result.refused[path.name] = e.message
-                print(f"note: replica {replica.index} ({replica.endpoint}) refused the warm-up of path {path.name}: "
-                      f"{e.message}; the job's requests of that path will be refused the same way", file=sys.stderr)
+                log.info(f"replica {replica.index} ({replica.endpoint}) refused the warm-up of path {path.name}: "
+                         f"{e.message}; the job's requests of that path will be refused the same way")
             except TransientError as e:
                 result.error = f"path {path.name}: {e.message}"
-                print(f"warning: replica {replica.index} ({replica.endpoint}) failed its warm-up ({result.error}); "
-                      "it takes no work in this run; read its log, then run the same command to resume on it",
-                      file=sys.stderr)
+                log.warning(f"replica {replica.index} ({replica.endpoint}) failed its warm-up ({result.error}); "
+                            "it takes no work in this run; read its log, then run the same command to resume on it")
                 self.dispatcher.rotation.warmup_failed(replica, f"replica {replica.index} failed its warm-up: {result.error}")
                 return
             result.seconds[path.name] = time.monotonic() - started
-        print(f"replica {replica.index}: {PHASE}: done in {time.monotonic() - t0:.1f}s "
-              f"({', '.join(f'{k} {v:.1f}s' for k, v in result.seconds.items())})", file=sys.stderr)
+        log.info(f"replica {replica.index}: {PHASE}: done in {time.monotonic() - t0:.1f}s "
+                 f"({', '.join(f'{k} {v:.1f}s' for k, v in result.seconds.items())})")
         self.dispatcher.rotation.admit(replica)
 
     async def _send(self, replica: Replica, path: SamplingPath) -> None:

@@ -21,9 +21,9 @@ never a row. JSONL prompt files only (a Parquet file is always read whole).
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
-import sys
 import zlib
 from collections import deque
 from collections.abc import Callable
@@ -41,6 +41,8 @@ from fleetgen.generate.journal import claimsfile
 from fleetgen.generate.journal.prefixclaims import CLAIM_DTYPE, ClaimBuffer, PrefixClaims
 from fleetgen.rows.doneset import U64
 from fleetgen.generate.journal.keyindex import last_line_crc
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from fleetgen.rows.doneset import DoneSet
@@ -280,8 +282,7 @@ class CheckpointProgress:
             order = np.argsort(lo, kind="stable")
             claimsfile.save(target, digest, self._written, lo[order], hi[order], line[order])
         except OSError as e:
-            print(f"note: claims snapshot {target} not saved ({e.strerror or e}); the next resume sorts the claims",
-                  file=sys.stderr)
+            log.warning(f"claims snapshot {target} not saved ({e.strerror or e}); the next resume sorts the claims")
 
     def release(self) -> None:
         """Close the file without a last frame (a run that ended on an error: the done set may hold more than the disk)."""
@@ -329,5 +330,4 @@ def _frame_claims(path: Path, offset: int) -> np.ndarray:
 
 
 def _note(path: Path, e: OSError) -> None:
-    print(f"note: resume checkpoint {path} not updated ({e.strerror or e}); the next resume reads the whole prompt file",
-          file=sys.stderr)
+    log.warning(f"resume checkpoint {path} not updated ({e.strerror or e}); the next resume reads the whole prompt file")

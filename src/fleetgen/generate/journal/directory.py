@@ -9,8 +9,8 @@ covers, from the results themselves for the rest.
 from __future__ import annotations
 
 import errno
+import logging
 import os
-import sys
 import time
 import zlib
 from pathlib import Path
@@ -28,6 +28,8 @@ from fleetgen.generate.journal.outdir import make_output_dir, output_error
 from fleetgen.generate.journal.torn import repair
 from fleetgen.rows.doneset import DoneSet, id_hash
 from fleetgen.rows.files import journal_names
+
+log = logging.getLogger(__name__)
 
 RESULTS, ERRORS = journal_names()[:2]  # the whole job's journal files
 
@@ -107,7 +109,7 @@ class Journal:
             except OSError as e:
                 raise output_error(outdir / name, e) from None
             if cut:
-                print(f"note: repaired {name}: cut {cut} bytes of a torn last line", flush=True)
+                log.info(f"repaired {name}: cut {cut} bytes of a torn last line")
         if retry_errors:
             try:
                 archive_errors(outdir, suffix)
@@ -168,8 +170,7 @@ class Journal:
             if tail is not None:
                 donefile.save(self.outdir / donefile.snapshot_name(self._suffix), self.done, self.ends, index_len, tail)
         except OSError as e:
-            print(f"note: done-set snapshot not saved ({e.strerror or e}); the next resume reads the key index instead",
-                  file=sys.stderr)
+            log.warning(f"done-set snapshot not saved ({e.strerror or e}); the next resume reads the key index instead")
         self._snapshot_at = time.monotonic()
         self._snapshot_cost = self._snapshot_at - t0
         self._unsaved = False
@@ -195,7 +196,7 @@ class Journal:
         except OSError as e:
             # The frame is torn or missing: the next open keeps the frames before it and reads the rest
             # from the results. Writing later frames would leave a gap, so the index stops here.
-            print(f"note: key index not updated ({e.strerror or e}); the next resume reads the results instead", file=sys.stderr)
+            log.warning(f"key index not updated ({e.strerror or e}); the next resume reads the results instead")
             os.close(self._index_fd)
             self._index_fd = None
 

@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import logging
 import os
 import socket
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -43,6 +43,8 @@ import psutil
 from fleetgen.errors import LeaseHeldError, LeaseLostError, OutputError
 from fleetgen.fleet.process import started
 from fleetgen.generate.journal.outdir import make_output_dir, output_error
+
+log = logging.getLogger(__name__)
 
 POLL_S = 0.2  # how often a waiting shard attempt tries the lock again
 _NO_FLOCK = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)  # file systems without flock
@@ -103,10 +105,10 @@ class Lease:
                 os.close(fd)
                 raise
             if holder:
-                print(f"note: took over the lease on {path.name} of {describe(holder)}: it is gone "
-                      f"({'its lock was released' if locked else 'no such process on this host'})", file=sys.stderr)
+                log.info(f"took over the lease on {path.name} of {describe(holder)}: it is gone "
+                         f"({'its lock was released' if locked else 'no such process on this host'})")
             if locked is None:
-                print(f"note: {path.parent} does not support flock; only the lease's token guards it", file=sys.stderr)
+                log.warning(f"{path.parent} does not support flock; only the lease's token guards it")
             return lease
 
     def _write(self, group: str | None) -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import logging
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -17,6 +17,8 @@ from fleetgen.generate.journal import keyindex
 from fleetgen.generate.journal.linekey import KEY_RE, key_of
 from fleetgen.rows.doneset import DoneSet, id_hash
 from fleetgen.rows.files import journal_names
+
+log = logging.getLogger(__name__)
 
 KeysChunk = Callable[[np.ndarray, int, int, bytes], None]
 
@@ -192,8 +194,7 @@ class _IndexLeveler:
         return True
 
     def _give_up(self, e: OSError) -> None:
-        print(f"note: key index {self.index} not updated ({e.strerror or e}); the next resume reads the results instead",
-              file=sys.stderr)
+        log.warning(f"key index {self.index} not updated ({e.strerror or e}); the next resume reads the results instead")
         if self.f is not None:
             try:
                 self.f.close()

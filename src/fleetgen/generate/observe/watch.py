@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -12,6 +12,8 @@ from fleetgen.fleet.jobs import JobProgress, remove_job, write_job
 from fleetgen.fleet.process import started
 from fleetgen.generate.config import GenerateConfig
 from fleetgen.generate.observe.stats import Stats
+
+log = logging.getLogger(__name__)
 
 PUBLISH_EVERY_S = 2.0
 
@@ -38,7 +40,7 @@ class JobWatch:
             w.metrics = w._own = MetricsServer(
                 config.metrics_host, config.metrics_port, allow_remote=config.metrics_allow_remote
             ).start()
-            print(f"metrics: {w.metrics.url}", file=sys.stderr)
+            log.info(f"metrics: {w.metrics.url}")
         if w.metrics is not None:
             w.metrics.show_generate(stats)
         if config.fleet_state is not None:

@@ -20,6 +20,7 @@ from fleetgen.generate.config import GenerateConfig
 from fleetgen.generate.runner import generate
 from fleetgen.generate.config.partition import Shard
 from fleetgen.generate.shards.outcome import ShardDone, ShardFailed, ShardOutcome, check_visible
+from fleetgen.logs import install_plain
 
 # A shard's client is one event loop: one core.
 TASK_CPUS = 1
@@ -28,6 +29,7 @@ TASK_CPUS = 1
 @ray.remote(num_cpus=TASK_CPUS)
 def shard_task(config: GenerateConfig, marker: str, token: str) -> dict:
     """One shard on the node Ray chose; returns where it ran and its stats."""
+    install_plain()  # its notes go to the worker's stderr, which Ray shows at the driver
     where = f"node {ray.util.get_node_ip_address()} (pid {os.getpid()})"
     check_visible(config, marker, token, where)
     # Attempts of this shard in this run share the driver's token: a retry waits for an old attempt that still runs.

@@ -10,6 +10,7 @@ fails on purpose (the job changed, no replica answers) is not retried and is rep
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import signal
@@ -30,6 +31,9 @@ from fleetgen.generate.dispatch.target import resolve_target
 from fleetgen.generate.config.partition import Shard
 from fleetgen.generate.shards.outcome import ShardDone, ShardFailed, ShardOutcome
 from fleetgen.rows.stats_file import merge_stats
+from fleetgen.logs import child_env, install_plain
+
+log = logging.getLogger(__name__)
 
 Runner = Literal["ray", "process"]
 # The file the driver writes into the output directory and every Ray task must see there (shared storage).
@@ -131,7 +135,7 @@ def shard_configs(config: GenerateConfig) -> list[GenerateConfig]:
 
 def run_processes(configs: list[GenerateConfig], retries: int) -> list[ShardOutcome]:
     """Each shard in its own local process; one that dies by a signal is started again (it resumes), up to `retries` times."""
-    env = dict(os.environ)
+    env = {**os.environ, **child_env()}
     key = configs[0].api_key
     if key is not None:
         env["FLEETGEN_API_KEY"] = key.get_secret_value()  # through the environment: never in a file or argv
@@ -160,8 +164,8 @@ def run_processes(configs: list[GenerateConfig], retries: int) -> list[ShardOutc
                 return ShardFailed(index, f"stopped by {name} before it could finish cleanly",
                                    "run the same command again: it resumes from its journal")
             if attempt < retries:
-                print(f"note: shard {cfg.shard} died ({name}); starting it again ({attempt + 1} of {retries}): "
-                      "it resumes from its journal", file=sys.stderr)
+                log.warning(f"shard {cfg.shard} died ({name}); starting it again ({attempt + 1} of {retries}): "
+                            "it resumes from its journal")
         return ShardFailed(index, f"its process died ({name}) {retries + 1} times", "read its output above")
 
     def forward(signum: int, frame: object = None) -> None:
@@ -199,11 +203,18 @@ def _outcome(index: int, out: str, code: int, where: str) -> ShardOutcome:
 
 def child_main() -> None:
     """One shard in a process of its own: the config on stdin, its stats (or error) as the last line on stdout."""
+    install_plain()  # its notes reach the parent's stderr, at the parent's level (child_env)
     config = GenerateConfig.model_validate_json(sys.stdin.read())
     try:
         stats = generate(config)
     except FleetgenError as e:
-        print(json.dumps({"error": e.message, "hint": e.hint}), flush=True)
+        _answer({"error": e.message, "hint": e.hint})
         sys.exit(1)
-    print(json.dumps({"stats": stats.to_dict()}), flush=True)
+    _answer({"stats": stats.to_dict()})
     sys.exit(130 if stats.interrupted else 0)
+
+
+def _answer(last: dict) -> None:
+    """The child's last line on stdout, which the parent reads (_outcome)."""
+    sys.stdout.write(json.dumps(last) + "\n")
+    sys.stdout.flush()
