@@ -121,6 +121,12 @@ class _Stop:
         elif not self.hard.done():
             self.hard.set_result(reason)
 
+    def abandon(self, reason: str) -> None:
+        """Stop at once: take no work and give up the samples in flight (both requests in one)."""
+        for step in (self.soft, self.hard):
+            if not step.done():
+                step.set_result(reason)
+
 
 async def _run(
     config: GenerateConfig, stop: _Stop, on_progress: Callable[[Stats], None] | None, clock: Clock,
@@ -224,6 +230,7 @@ class _Loop:
         self._stop = stop.soft
         self._hard_stop = stop.hard
         self.request_stop = stop.request
+        self.abandon = stop.abandon
         self._fatal: BaseException | None = None
 
     async def run(self) -> None:
@@ -311,8 +318,7 @@ class _Loop:
                 if isinstance(exc, NoReplicaError):
                     self._fatal = exc
                     self.stats.stopped_reason = exc.message
-                    self.request_stop("lost fleet")
-                    self.request_stop("lost fleet")  # nothing in flight can finish: abandon at once
+                    self.abandon("lost fleet")  # nothing in flight can finish
                     continue
                 if isinstance(exc, MissingTokenIdsError):  # --require-token-ids: let in-flight samples finish, then fail
                     if self._fatal is None or isinstance(self._fatal, MissingTokenIdsError):
