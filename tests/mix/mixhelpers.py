@@ -36,7 +36,7 @@ def seed_recipe(fixtures: Path, **over) -> dict:
             {"name": "codefeedback", "adapter": "codefeedback", "path": str(fixtures / "codefeedback_filtered_instruction.jsonl")},
             {"name": "metamath", "adapter": "metamathqa", "path": str(fixtures / "metamathqa.json"), "max_per_original_question": 2},
             {"name": "hermes", "adapter": "hermes_function_calling", "path": str(fixtures / "hermes_func_calling_singleturn.json")},
-            {"name": "agent", "adapter": "sharegpt", "path": str(fixtures / "agent_sharegpt.jsonl")},
+            {"name": "agent", "adapter": "agentinstruct", "path": str(fixtures / "agent_sharegpt.jsonl")},
         ],
         "quotas": {"domain": {"general": 0.30, "code": 0.20, "math": 0.20, "stem": 0.12, "tool_use": 0.06, "agent": 0.06, "other": 0.06}},
         "filters": {"max_prompt_tokens": 6000, "languages": ["en", "zh"], "drop_near_duplicates": 0.85},

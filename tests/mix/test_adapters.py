@@ -34,7 +34,7 @@ def load(fixtures, adapter, filename, **spec):
 
 def test_registry_lists_every_dataset_adapter():
     assert {"infinity_instruct", "webinstructsub", "codefeedback", "metamathqa", "hermes_function_calling",
-            "sharegpt", "openai_messages", "alpaca", "specforge"} <= set(ADAPTERS)
+            "agentinstruct", "sharegpt", "openai_messages", "alpaca", "specforge"} <= set(ADAPTERS)
     with pytest.raises(ConfigError) as e:
         get_adapter("infinity")
     assert "infinity_instruct" in e.value.hint and "webinstructsub" in e.value.hint
@@ -63,7 +63,7 @@ def test_webinstructsub_sources_and_noncommercial_license(fixtures):
     recs, bad = load(fixtures, "webinstructsub", "webinstructsub.jsonl")
     assert bad == {4: "empty question"}
     assert recs[0].meta["domain"] == "math" and recs[0].meta["upstream"] == "mathstackexchange"
-    assert recs[1].meta["license"] == "cc-by-nc-4.0" and recs[1].meta["commercial_use"] is False
+    assert recs[1].meta["license"] == "cc-by-nc-4.0" and recs[1].meta["commercial_use"] == "no"
     assert recs[2].meta["license"] == "apache-2.0" and recs[2].meta["domain"] == "stem"
     assert recs[0].messages == [{"role": "user", "content": "How can we prove that $\\sqrt{2}$ is irrational?"}]
 

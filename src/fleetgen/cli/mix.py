@@ -24,6 +24,13 @@ def cmd_mix(
     report: Annotated[Optional[Path], typer.Option("--report", help="Write report.md, summary.json and PNG charts here.")] = None,
     seed: Annotated[Optional[int], typer.Option(help=_h("MixRecipe", "seed"))] = None,
     total: Annotated[Optional[int], typer.Option(help=_h("MixRecipe", "total"))] = None,
+    exclude_unknown_license: Annotated[bool, typer.Option(
+        "--exclude-unknown-license", help="Drop prompts whose license is unknown (sets filters.exclude_unknown_license).",
+    )] = False,
+    require_license: Annotated[Optional[list[str]], typer.Option(
+        "--require-license", metavar="LICENSE",
+        help="Keep only prompts under this license (repeatable; replaces filters.require_license), e.g. apache-2.0.",
+    )] = None,
     list_adapters: Annotated[bool, typer.Option("--list-adapters", help="List the dataset adapters and exit.")] = False,
 ) -> None:
     """Build a balanced, deduplicated prompt set from the recipe's datasets."""
@@ -40,6 +47,14 @@ def cmd_mix(
         r.seed = seed
     if total is not None:
         r.total = total
+    if exclude_unknown_license or require_license:
+        from fleetgen.config import validate
+        from fleetgen.mix.recipe import FilterSpec
+
+        flags = {"exclude_unknown_license": True} if exclude_unknown_license else {}
+        if require_license:
+            flags["require_license"] = require_license
+        r.filters = validate(FilterSpec, {**r.filters.model_dump(), **flags}, source=f"{recipe} and flags")
     quiet = not console.is_terminal
     summary = build_mix(r, output, report, log=None if quiet else lambda m: console.print(f"[dim]{m}[/]"))
 

@@ -27,6 +27,7 @@ from fleetgen.mix.recipe import MixRecipe, SourceSpec
 from fleetgen.rows.prompt import PromptRecord, RecordError
 from fleetgen.mix.sources import BadLine, RowSource
 from fleetgen.mix.summary import MixSummary, SourceStats
+from fleetgen.mix.licenses import UNKNOWN, commercial_use
 from fleetgen.mix.writer import Spool, ordered, output_format, write_records
 
 Log = Callable[[str], None]
@@ -48,9 +49,10 @@ def make_record(spec: SourceSpec, adapter: Adapter, row: dict, pos: int) -> Prom
         "lang": detect_language(rec.user_text()),
         "original_id": conv.original_id,
         "row": pos,
-        "license": spec.license or conv.license or adapter.license or "unknown",
+        "license": spec.license or conv.license or adapter.license or UNKNOWN,
         **conv.extra,
     }
+    rec.meta["commercial_use"] = commercial_use(rec.meta["license"])
     return rec
 
 

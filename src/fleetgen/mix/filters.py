@@ -6,10 +6,9 @@ import json
 from collections.abc import Callable
 
 from fleetgen.errors import ConfigError
-from fleetgen.rows.prompt import PromptRecord
+from fleetgen.mix.licenses import commercial_use
 from fleetgen.mix.recipe import FilterSpec
-
-NONCOMMERCIAL_MARKERS = ("-nc", "noncommercial", "non-commercial")
+from fleetgen.rows.prompt import PromptRecord
 
 
 def estimate_tokens(text: str) -> int:
@@ -48,11 +47,6 @@ def prompt_tokens(record: PromptRecord, count: Callable[[str], int]) -> int:
     return n
 
 
-def is_noncommercial(license_name: str | None) -> bool:
-    lic = (license_name or "").lower()
-    return any(m in lic for m in NONCOMMERCIAL_MARKERS)
-
-
 def filter_reason(record: PromptRecord, tokens: int, spec: FilterSpec) -> str | None:
     """Why the record is filtered out (a short category for the report), or None to keep it."""
     if spec.max_prompt_tokens is not None and tokens > spec.max_prompt_tokens:
@@ -64,6 +58,12 @@ def filter_reason(record: PromptRecord, tokens: int, spec: FilterSpec) -> str | 
                 return "language undetermined"
         elif lang not in spec.languages:
             return "language"
-    if spec.exclude_noncommercial and is_noncommercial(record.meta.get("license")):
+    lic = record.meta.get("license")
+    use = commercial_use(lic)
+    if spec.require_license is not None and str(lic or "").lower() not in spec.require_license:
+        return "license not in require_license"
+    if spec.exclude_noncommercial and use == "no":
         return "non-commercial license"
+    if spec.exclude_unknown_license and use == "unknown":
+        return "license unknown"
     return None

@@ -83,9 +83,28 @@ class FilterSpec(StrictModel):
     exclude_noncommercial: bool = Field(
         False, description="Drop prompts whose recorded license forbids commercial use (e.g. WebInstructSub socratic)."
     )
+    exclude_unknown_license: bool = Field(
+        False,
+        description=(
+            "Drop prompts whose license is unknown or not known to allow commercial use (a local file without "
+            "`sources[].license`, a dataset card without one); `fleetgen mix --exclude-unknown-license` sets it."
+        ),
+    )
+    require_license: list[str] | None = Field(
+        None,
+        description="Keep only prompts whose recorded license is one of these (Hugging Face ids, e.g. apache-2.0, mit).",
+    )
     tokenizer: str | None = Field(
         None, description="Hugging Face tokenizer path for exact token counts (needs transformers); default: estimate."
     )
+
+
+    @field_validator("require_license")
+    @classmethod
+    def _lower(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and not v:
+            raise ValueError("require_license is an empty list: it would drop every prompt; list licenses or leave it out")
+        return None if v is None else [x.strip().lower() for x in v]
 
 
 class MixRecipe(StrictModel):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fleetgen.mix.filters import is_noncommercial
+from fleetgen.mix.licenses import commercial_use
 from fleetgen.mix.summary import MixSummary
 
 
@@ -103,7 +103,7 @@ def write_report(summary: MixSummary, out: Path, lengths_before: np.ndarray, len
     lic_rows = []
     for s in srcs:
         for lic, n in sorted(s.licenses.items()):
-            lic_rows.append([s.name, lic, n, s.licenses_selected.get(lic, 0), "no" if is_noncommercial(lic) else "yes"])
+            lic_rows.append([s.name, lic, n, s.licenses_selected.get(lic, 0), commercial_use(lic)])
     skip_lines = []
     for s in srcs:
         for reason, n in s.skipped.most_common():

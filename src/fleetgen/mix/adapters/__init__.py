@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fleetgen.errors import ConfigError
+from fleetgen.mix.adapters.agentinstruct import AgentInstruct
 from fleetgen.mix.adapters.alpaca import Alpaca
 from fleetgen.mix.adapters.base import Adapter, Converted
 from fleetgen.mix.adapters.codefeedback import CodeFeedback
@@ -18,7 +19,7 @@ ADAPTERS: dict[str, type[Adapter]] = {
     cls.name: cls
     for cls in (
         InfinityInstruct, WebInstructSub, CodeFeedback, MetaMathQA, HermesFunctionCalling,
-        ShareGPT, OpenAIMessages, Alpaca, SpecForge,
+        AgentInstruct, ShareGPT, OpenAIMessages, Alpaca, SpecForge,
     )
 }
 

@@ -33,6 +33,7 @@ class Adapter:
     name: ClassVar[str]
     description: ClassVar[str]
     required_columns: ClassVar[tuple[str, ...]]
+    # The dataset card's `license:` id; None where the card states none: its prompts record `unknown`.
     license: ClassVar[str | None] = None
     has_original_question: ClassVar[bool] = False
 

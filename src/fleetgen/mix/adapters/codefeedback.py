@@ -2,6 +2,7 @@
 
 Quirk: `lang` is the programming language (python, sql, ...), not the natural language; it is
 kept as meta.programming_language and the natural language is detected from the query.
+License: apache-2.0 on the dataset card.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ removed from the system turn, because the target's chat template renders tools i
 Assistant `<tool_call>` turns inside a multi-turn conversation become OpenAI `tool_calls`, and
 `<tool_response>` turns become tool turns. Some rows put the roles out of order (system after
 the user, assistant first); `normalize_turns` fixes and records that.
+License: apache-2.0 on the dataset card.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Quirks: `label.cate_ability_en` is a list of ability categories, the domain's source label;
 `langdetect` is unreliable (kept as meta.langdetect, never used for filtering); conversations
-can be multi-turn.
+can be multi-turn. License: cc-by-sa-4.0 on the dataset card (commercial use allowed, share-alike; the
+files are gated behind an agreement not to harm human subjects).
 """
 
 from __future__ import annotations

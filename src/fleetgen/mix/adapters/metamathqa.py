@@ -3,7 +3,8 @@
 Quirk: the augmentations repeat one original question many times (AnsAug rows carry the same
 query with different answers; Rephrased/SV/FOBAR rows rewrite it). `original_question` is the
 group key that the source's `max_per_original_question` caps; identical AnsAug queries are
-also exact duplicates once the answers are removed.
+also exact duplicates once the answers are removed. License: mit on the dataset card (it read
+apache-2.0, then cc-by-nc-4.0, before mit in 2023).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """TIGER-Lab/WebInstructSub: `question`, `answer`, `source`, `index` (plus orig_question/orig_answer).
 
-Quirk: rows from `source: socratic` come from socratic.org under a non-commercial license; the
-license is recorded per row (meta.license, meta.commercial_use) so the report lists it and
-`filters.exclude_noncommercial` can drop it.
+License: apache-2.0 on the dataset card. Quirk: rows from `source: socratic` come from socratic.org
+under a non-commercial license; the license is recorded per row (meta.license, and from it
+meta.commercial_use) so the report lists it and `filters.exclude_noncommercial` can drop it.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class WebInstructSub(Adapter):
             raise RecordError("empty question")
         upstream = str(row.get("source") or "").strip().lower()
         domain, lic = SOURCES.get(upstream, ("stem", self.license))
-        extra = {"upstream": upstream or None, "commercial_use": upstream != "socratic"}
+        extra = {"upstream": upstream or None}
         rid = row.get("index")
         return Converted(
             [{"role": "user", "content": q}],
