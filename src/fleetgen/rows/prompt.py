@@ -82,10 +82,6 @@ class PromptRecord:
         """The user turns joined; what dedup and language detection look at."""
         return "\n".join(m["content"] for m in self.messages if m["role"] == "user")
 
-    def prompt_text(self) -> str:
-        """Every turn the target reads; what the token estimate counts (tools are counted apart)."""
-        return "\n".join(m["content"] for m in self.messages)
-
 
 def validate_prompt_record(obj: Any) -> list[str]:
     """Every way `obj` breaks the prompt-record contract; empty when it is a valid record."""
