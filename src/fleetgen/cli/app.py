@@ -7,10 +7,13 @@ commands from `COMMANDS` alone; tests/test_cli_startup.py checks that table agai
 
 from __future__ import annotations
 
+import atexit
 import gc
 import importlib
+import os
+import sys
 from difflib import get_close_matches
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, NoReturn
 
 import typer
 from typer import _click  # typer's own click, whose UsageError its parser raises
@@ -131,5 +134,29 @@ def main() -> None:
         gc.freeze()
 
 
+def console_main() -> NoReturn:
+    """The `fleetgen` command: main(), then an exit that skips the interpreter's teardown.
+
+    The atexit handlers run and the output is flushed as in a normal exit; what is skipped is the module
+    teardown, where triton's bindings (loaded with torch by a tokenizer or model load) print ~30 lines of
+    `nanobind: leaked ...` after the command's last line. Nothing of fleetgen's is left to it.
+    """
+    code: object = 0
+    try:
+        main()
+    except SystemExit as e:
+        code = e.code
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (`fleetgen ... | head`): nothing more can reach it
+            pass
+    os._exit(code or 0)
+
+
 if __name__ == "__main__":
-    main()
+    console_main()
