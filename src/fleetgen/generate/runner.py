@@ -41,6 +41,7 @@ from fleetgen.generate.turns.conversation import Session, regenerate
 from fleetgen.generate.turns.history_reasoning import decide as decide_history_reasoning
 from fleetgen.generate.turns.paths import choose_all, describe, job_bodies
 from fleetgen.rows.files import journal_names
+from fleetgen.rows.runs import run_ended, run_started
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +189,7 @@ async def _run(
         job_watch = JobWatch.start(config, stats, metrics)
         warmup = Warmup.start(config, dispatcher, http, model)  # replicas take work once their paths are warm
         polling = asyncio.create_task(poller.run()) if poller is not None else None
+        run_id = run_started(outdir, shard=shard.suffix, job=job)  # runs.jsonl: what a report adds up (rows/runs.py)
         try:
             await loop.run()
         finally:
@@ -205,6 +207,7 @@ async def _run(
                 write_atomic(outdir / f"stats{shard.suffix}.json", orjson.dumps(stats.to_dict(), option=orjson.OPT_INDENT_2))
             except OutputError as e:  # must not hide the run's own outcome; results are already safe
                 log.warning(f"stats.json not saved: {e.message}")
+            run_ended(outdir, run_id, stats.to_dict())
             for note in session.notes:
                 log.info(note)
             await job_watch.close()
