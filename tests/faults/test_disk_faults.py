@@ -1,7 +1,7 @@
 """The output directory fails mid-run: disk full (ENOSPC), deleted, made read-only; a torn tail from power loss.
 
 ENOSPC runs twice: on a real 96 KiB tmpfs (needs mount, i.e. root or CAP_SYS_ADMIN; skipped otherwise)
-and through the journal's OS-call seam (Journal._write), which fails a write part way, as a full disk
+and through the journal's OS-call seam (Journal.os_write), which fails a write part way, as a full disk
 does. Read-only: the seam fails writes with EROFS mid-run, then a real read-only bind mount
 (as root, chmod does not stop writes) meets the resume.
 """
@@ -97,7 +97,7 @@ def test_disk_full_through_the_write_seam_cuts_the_partial_batch(tmp_path, stand
         budget["bytes"] -= n
         return n
 
-    monkeypatch.setattr(Journal, "_write", staticmethod(full_disk_write))
+    monkeypatch.setattr(Journal, "os_write", staticmethod(full_disk_write))
     with pytest.raises(OutputError) as exc:
         generate(gen_config(tmp_path, [standin]), handle_signals=False)
     assert "ENOSPC" in exc.value.message
@@ -108,7 +108,7 @@ def test_disk_full_through_the_write_seam_cuts_the_partial_batch(tmp_path, stand
     a = audit(out, IDS, 1)
     recorder.record(
         "disk_full_seam", fault="disk full (ENOSPC), partial write",
-        injected="Journal._write (the os.write seam) writes what 60 KB allows, then raises ENOSPC", runs=2, audit=a,
+        injected="Journal.os_write (the os.write seam) writes what 60 KB allows, then raises ENOSPC", runs=2, audit=a,
         outcome=f"the partial batch was cut back (no torn line), {first.results} rows kept; resume: {stats.ok} new",
     )
     a.assert_clean()
@@ -167,7 +167,7 @@ def test_output_directory_made_read_only_mid_run(tmp_path, standin, recorder, mo
         written["bytes"] += n
         return n
 
-    monkeypatch.setattr(Journal, "_write", staticmethod(read_only_after_5kb))
+    monkeypatch.setattr(Journal, "os_write", staticmethod(read_only_after_5kb))
     with pytest.raises(OutputError) as exc:
         generate(gen_config(tmp_path, [standin]), handle_signals=False)
     monkeypatch.undo()
@@ -188,7 +188,7 @@ def test_output_directory_made_read_only_mid_run(tmp_path, standin, recorder, mo
     a = audit(out, IDS, 1)
     recorder.record(
         "outdir_read_only", fault="output directory made read-only mid-run",
-        injected="Journal._write raises EROFS after 5 KB (as a file system forced read-only does); then the "
+        injected="Journal.os_write raises EROFS after 5 KB (as a file system forced read-only does); then the "
                  "directory bind-mounted read-only for the resume",
         runs=3, audit=a,
         outcome=f"stopped: '{exc.value.message[-55:]}', {first.results} rows kept; resume into the read-only "

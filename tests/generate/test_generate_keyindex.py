@@ -33,8 +33,8 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 def content(done: DoneSet) -> tuple[set, set, int]:
     """Everything a done set holds, comparable: (hash, sample bits) per id, wide samples, result count."""
-    lo, hi, bits = done._occupied()
-    return set(zip(lo.tolist(), hi.tolist(), bits.tolist())), set(done._wide), done.results
+    lo, hi, bits = done.occupied()
+    return set(zip(lo.tolist(), hi.tolist(), bits.tolist())), set(done.wide), done.results
 
 
 def reference(outdir: Path, tmp: Path) -> DoneSet:
@@ -81,7 +81,7 @@ def test_flat_done_set_agrees_with_a_dict_through_growth_and_bulk_adds():
                 key = (f"r{rng.randrange(30000)}", rng.choice([0, 1, 3, 64, 99]))
                 assert done.add(*key) == (key not in ref)
                 ref.add(key)
-    assert done._mask > 4096  # it grew
+    assert done.nbytes > 24 * 4096  # it grew past the first table (4096 slots of 24 bytes)
     for i in range(30000):
         for k in (0, 1, 2, 3, 64, 99):
             assert ((f"r{i}", k) in done) == ((f"r{i}", k) in ref)
@@ -95,7 +95,7 @@ def _bulk(done: DoneSet, keys: list[tuple[str, int]]) -> int:
 
 
 def _slots(done: DoneSet) -> list[tuple[int, int, int]]:
-    return sorted(zip(*(a.tolist() for a in done._occupied())))
+    return sorted(zip(*(a.tolist() for a in done.occupied())))
 
 
 def test_a_done_set_over_a_read_only_table_adds_beside_it_and_merges_to_the_same_table():
@@ -108,7 +108,7 @@ def test_a_done_set_over_a_read_only_table_adds_beside_it_and_merges_to_the_same
         base.add(*k)
         ref.add(k)
     frozen = bytes(base.table)  # read-only: any write into it raises
-    done = DoneSet.over(memoryview(frozen).cast("Q"), base.ids, set(base._wide), set(), base.results, base.errors)
+    done = DoneSet.over(memoryview(frozen).cast("Q"), base.ids, set(base.wide), set(), base.results, base.errors)
     for step in range(12):
         if step % 3 == 2:  # the index frames after a snapshot: known keys and new ones
             keys = [key() for _ in range(500)]
@@ -119,7 +119,7 @@ def test_a_done_set_over_a_read_only_table_adds_beside_it_and_merges_to_the_same
                 k = key()
                 assert done.add(*k) == (k not in ref)
                 ref.add(k)
-    assert bytes(memoryview(frozen)) == frozen and done._tail is not None and done._tail.ids > 0
+    assert bytes(memoryview(frozen)) == frozen and done.ids > base.ids  # the new ids went beside the table
     for i in range(6000):
         rid = f"r{i}"
         for s in (0, 1, 2, 3, 64, 70):
@@ -129,7 +129,7 @@ def test_a_done_set_over_a_read_only_table_adds_beside_it_and_merges_to_the_same
     plain = DoneSet()
     _bulk(plain, sorted(ref))
     _ = done.table  # a snapshot wants the whole table: the tail merged in
-    assert done._tail is None and done.ids == plain.ids and _slots(done) == _slots(plain) and done._wide == plain._wide
+    assert done.ids == plain.ids and _slots(done) == _slots(plain) and done.wide == plain.wide  # one table again
 
 
 # --- the index on random kills, against the full scan ----------------------------------------------------
@@ -190,7 +190,8 @@ def test_a_kill_between_the_results_write_and_the_index_write(tmp_path):
         from fleetgen.generate.journal.linekey import dumps_line
         journal, _ = Journal.open(Path(sys.argv[1]), retry_errors=False)
         journal.commit([dumps_line({"id": "a", "sample": 0, "messages": []})], [])
-        Journal._index = lambda self, *args: os._exit(9)  # dies right after the fsync of the results
+        write = os.write  # the results go through Journal.os_write, bound before this; the index frame through os.write
+        os.write = lambda fd, data: os._exit(9) if bytes(data[:4]) == b"KF01" else write(fd, data)  # dies before its frame
         journal.commit([dumps_line({"id": "b", "sample": 1, "messages": []}), dumps_line({"id": "c", "sample": 0})], [])
         """
     )
@@ -231,7 +232,7 @@ def test_a_missing_frame_in_the_middle_stops_the_index_there(tmp_path):
     outdir = tmp_path / "out"
     write_batches(outdir, [[("a", 0)], [("b", 0), ("b", 1)], [("c", 0)]])
     data = (outdir / INDEX).read_bytes()
-    frame = keyindex._FRAME.size
+    frame = keyindex.FRAME_HEAD
     first = len(keyindex.HEADER) + frame + 20
     second = first + frame + 40
     (outdir / INDEX).write_bytes(data[:first] + data[second:])  # drop the frame of b
@@ -294,7 +295,7 @@ def test_an_index_write_failure_costs_the_index_not_the_run(tmp_path, monkeypatc
     real_write = os.write
 
     def fail_once(fd, data):
-        if fd == journal._index_fd:
+        if bytes(data[:4]) == b"KF01":  # a key index frame
             raise OSError(28, "No space left on device")
         return real_write(fd, data)
 
@@ -319,7 +320,7 @@ def test_bulk_insert_wraps_past_the_table_end():
     for h_lo, h_hi in zip(lo.tolist(), hi.tolist()):
         assert not done.add_hash(h_hi << 64 | h_lo, 0)  # already there
         assert done.add_hash(h_hi << 64 | h_lo, 1)  # same slot, a new sample
-    assert done._n == len(lo) and done._pairs() == 2 * len(lo)
+    assert done.ids == len(lo) and done.pairs() == 2 * len(lo)
 
 
 def test_chunked_rebuild_and_bulk_inserts_read_exactly_what_the_scan_reads(tmp_path, monkeypatch):
@@ -336,7 +337,7 @@ def test_chunked_rebuild_and_bulk_inserts_read_exactly_what_the_scan_reads(tmp_p
     (outdir / INDEX).unlink()
     journal, done = Journal.open(outdir, retry_errors=False)
     journal.close()
-    assert content(done) == ref and done._mask > 4096  # grew past the first table
+    assert content(done) == ref and done.nbytes > 24 * 4096  # grew past the first table
     rebuilt = read_index(outdir / INDEX)
     assert rebuilt.whole and rebuilt.end == (outdir / RESULTS).stat().st_size  # every frame sound and contiguous
     whole = (outdir / INDEX).read_bytes()

@@ -108,7 +108,7 @@ def play(prompts: Path, outdir: Path, samples: int, shard: Shard, rng: random.Ra
     checkpoint closes (its last frame and the claims snapshot) and the done-set snapshot is saved.
     """
     journal, done = Journal.open(outdir, retry_errors=retry_errors, suffix=shard.suffix)
-    journal._snapshot_due = lambda: rng.random() < snapshots
+    journal.snapshot_due = lambda: rng.random() < snapshots
     progress = open_progress(outdir, prompts, samples, shard, done, journal)
     loop = make_loop(prompts, done, samples, shard, progress)
     work, inflight, exhausted, step = iter(loop), [], False, 0
@@ -143,8 +143,8 @@ def play(prompts: Path, outdir: Path, samples: int, shard: Shard, rng: random.Ra
     if steps is None or graceful:
         progress.close()
         journal.save_done(if_changed=True)  # what the run loop does after a run's writer ended without an error
-    elif progress._fd is not None:
-        os.close(progress._fd)  # killed: nothing more is written
+    else:
+        progress.release()  # killed: no last frame, nothing more is written
     journal.close()
 
 
@@ -172,8 +172,8 @@ def frames_end(outdir: Path, prompts: Path, samples: int, shard: Shard) -> int:
 
 def done_content(done) -> tuple:
     """Everything a done set holds, whatever its table's size or layout: slots, wide samples, row errors, counts."""
-    lo, hi, bits = done._occupied()
-    return set(zip(lo.tolist(), hi.tolist(), bits.tolist())), set(done._wide), set(done.bad_lines), done.results, done.errors
+    lo, hi, bits = done.occupied()
+    return set(zip(lo.tolist(), hi.tolist(), bits.tolist())), set(done.wide), set(done.bad_lines), done.results, done.errors
 
 
 def scanned_done(outdir: Path, shard: Shard, tmp: Path) -> tuple:
@@ -264,13 +264,7 @@ def test_resume_with_done_set_snapshots_equals_the_full_pass_after_random_kills(
 
 def _cut_checkpoint_back(path: Path, rng: random.Random) -> None:
     """Keep the header and a random number of whole frames (a checkpoint whose watermark is behind the claims snapshot's)."""
-    data = path.read_bytes()
-    pos, ends = len(watermark._MAGIC) + 32, []
-    while pos < len(data):
-        fields = watermark._FRAME.unpack_from(data, pos)
-        pos += watermark._FRAME.size + watermark._CRC.size + fields[1] * watermark.CLAIM_DTYPE.itemsize
-        ends.append(pos)
-    path.write_bytes(data[: rng.choice([len(watermark._MAGIC) + 32, *ends])])
+    path.write_bytes(path.read_bytes()[: rng.choice(watermark.frame_ends(path))])
 
 
 def test_resume_with_a_claims_snapshot_equals_the_full_pass(tmp_path):
@@ -632,7 +626,7 @@ def test_a_commit_that_fails_writes_no_frame_for_its_rows(tmp_path, monkeypatch)
     prompts = write_prompts(tmp_path / "p.jsonl", 120)
     outdir = tmp_path / "out"
     writes = []
-    real = Journal._write
+    real = Journal.os_write
 
     def filling(fd, data):
         writes.append(len(data))
@@ -640,7 +634,7 @@ def test_a_commit_that_fails_writes_no_frame_for_its_rows(tmp_path, monkeypatch)
             raise OSError(errno.ENOSPC, "No space left on device")
         return real(fd, data)
 
-    monkeypatch.setattr(Journal, "_write", staticmethod(filling))
+    monkeypatch.setattr(Journal, "os_write", staticmethod(filling))
     server = StandinServer(delay_per_token_s=0.005)
     url = server.start()
     try:

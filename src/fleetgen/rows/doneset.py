@@ -17,6 +17,7 @@ The two become one table when the whole table is wanted (a snapshot written, a c
 from __future__ import annotations
 
 from array import array
+from collections.abc import Set as AbstractSet
 from hashlib import blake2b
 
 import numpy as np
@@ -253,7 +254,7 @@ class DoneSet:
         own = array("Q")
         own.frombytes(memoryview(self._t).cast("B"))
         self._t, self._tail = own, None
-        lo, hi, bits = tail._occupied()
+        lo, hi, bits = tail.occupied()
         if 4 * (self._n + len(lo)) > 3 * (self._mask + 1):
             self._rebuild(_bits_for(self._n + len(lo)))
         for start in range(0, len(lo), CHUNK):
@@ -292,15 +293,22 @@ class DoneSet:
             pos = (pos[keep] + np.uint64(1)) & mask
         return new
 
-    def _pairs(self) -> int:
+    def pairs(self) -> int:
+        """(id, sample) pairs recorded."""
         self._merge_tail()
         return int(np.bitwise_count(self._view()[:, 2]).sum()) + len(self._wide)
 
-    def _occupied(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def occupied(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The table's used slots: id hash low and high words, and the bits of samples 0..63 (the tail merged in)."""
         self._merge_tail()
         view = self._view()
         used = view[:, 2] != 0
         return view[used, 0], view[used, 1], view[used, 2]
+
+    @property
+    def wide(self) -> AbstractSet[tuple[int, int]]:
+        """(id hash, sample) of each sample 64 and up, which the table's 64 bits cannot hold."""
+        return self._wide
 
     def _rebuild(self, bits: int) -> None:
         """Move every id into a table of 2**bits slots (numpy, a chunk at a time; not one by one in Python)."""

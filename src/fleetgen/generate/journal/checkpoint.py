@@ -100,6 +100,15 @@ def _next_head(f, *, strict: bool = False) -> tuple | None:
     return fields
 
 
+def frame_ends(path: Path) -> list[int]:
+    """Where the header and each frame after it end, by the lengths the frames give: where a checkpoint can be cut to whole frames."""
+    data = Path(path).read_bytes()
+    ends = [len(_MAGIC) + 32]  # the header: magic and the job digest
+    while ends[-1] + _HEAD <= len(data):
+        ends.append(ends[-1] + _HEAD + _FRAME.unpack_from(data, ends[-1])[1] * CLAIM_DTYPE.itemsize)
+    return ends
+
+
 def read_checkpoint(path: Path, digest: bytes, skip_before: int = 0) -> _Loaded | None:
     """The sound, ordered frames of the checkpoint at `path`; None when missing or another job's.
 

@@ -57,8 +57,8 @@ class Journal:
     """
 
     # The OS-call boundary, a seam for fault tests (ENOSPC, EIO) that leaves the journal logic real.
-    _write = staticmethod(os.write)
-    _fsync = staticmethod(os.fsync)
+    os_write = staticmethod(os.write)
+    os_fsync = staticmethod(os.fsync)
     # The done-set snapshot (donefile.py) after a commit: at most this often, and at most ~2% of the
     # writer's time (50 times its last cost apart): a snapshot is the whole table, 24 bytes a slot
     # (what that costs: BENCHMARKS.md, "issue 26").
@@ -144,10 +144,11 @@ class Journal:
             self.done.results += len(results)
             self.done.errors += len(errors)
             self._unsaved = True
-        if self._snapshot_due():  # the caller recorded exactly this batch: the done set equals the disk
+        if self.snapshot_due():  # the caller recorded exactly this batch: the done set equals the disk
             self.save_done()
 
-    def _snapshot_due(self) -> bool:
+    def snapshot_due(self) -> bool:
+        """Whether a commit now also writes the done-set snapshot (snapshot_every_s, and its cost)."""
         elapsed = time.monotonic() - self._snapshot_at
         return elapsed >= max(self.snapshot_every_s, 50 * self._snapshot_cost)
 
@@ -215,9 +216,9 @@ class Journal:
         view = memoryview(data)
         try:
             while view:
-                n = self._write(fd, view)
+                n = self.os_write(fd, view)
                 view = view[n:]
-            self._fsync(fd)
+            self.os_fsync(fd)
         except OSError as e:
             try:
                 os.ftruncate(fd, start)  # no torn line: the batch is all in or all out

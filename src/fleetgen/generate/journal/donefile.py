@@ -61,7 +61,7 @@ def save(path: Path, done: DoneSet, ends: tuple[int, int, int, int], index_len: 
     """Write the snapshot of `done`, which must hold exactly the journal up to `ends` (temporary file, rename)."""
     table = done.table
     bad = np.array(sorted(done.bad_lines), dtype="<u8").tobytes()
-    w = sorted(done._wide)
+    w = sorted(done.wide)
     wide = keys_array([h for h, _ in w], [s for _, s in w])
     body = xxhash.xxh3_64()
     for part in (table, bad, wide.tobytes()):

@@ -31,6 +31,7 @@ _MAGIC = b"KF01"
 _FRAME = struct.Struct("<4sIQQII")
 KEY_DTYPE = np.dtype([("lo", "<u8"), ("hi", "<u8"), ("sample", "<u4")])  # 20 bytes a key
 FRAME_KEYS = 1 << 20  # keys per frame when a whole index is written at once
+FRAME_HEAD = _FRAME.size  # bytes of a frame before its keys
 
 
 def encode_frame(hashes: list[int], samples: list[int], start: int, end: int, last_line: bytes) -> bytes:
