@@ -189,3 +189,32 @@ def test_no_module_uses_another_ones_private_names():
 def test_a_private_reach_is_seen(tmp_path):
     (tmp_path / "a.py").write_text("from pkg import b\nfrom pkg.c import _hidden\nb._redact([], None)\nb.public()\n")
     assert private_reaches(tmp_path, "pkg") == ["a.py: from pkg.c import _hidden", "a.py: b._redact"]
+
+
+# Private names the tests may use: other libraries' (psutil's boot-time source, aiohttp's bound socket)
+# and the tests' own stand-in server's, which its subclasses extend.
+NOT_FLEETGEN = {"psutil._psplatform", "site._server", "super()._chat"}
+
+
+def private_uses(root: Path) -> list[str]:
+    """`from fleetgen... import _x`, and `x._y` on anything but self or cls: a private name reached from outside."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("fleetgen"):
+                found += [f"{path.name}: from {node.module} import {a.name}" for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__")]
+            elif (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+                  and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+                  and ast.unparse(node) not in NOT_FLEETGEN):
+                found.append(f"{path.name}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_tests_use_fleetgen_through_public_names():
+    assert private_uses(Path(__file__).parent) == []
+
+
+def test_a_private_use_in_a_test_is_seen(tmp_path):
+    (tmp_path / "t.py").write_text("from fleetgen.x import _y\nd._wide\nself._ok\npsutil._psplatform\n")
+    assert private_uses(tmp_path) == ["t.py: from fleetgen.x import _y", "t.py: d._wide"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetgen.cli import _config
+from fleetgen.cli._config import default, field_help
 from fleetgen.cli._fields import FIELDS
 from fleetgen.cli.field_table import COMMAND, MODELS, model_class, render
 
@@ -25,17 +25,17 @@ def test_the_table_rebuilds_each_default_the_model_gives(name):
     for field, info in model.model_fields.items():
         if FIELDS[name][field][0] is ...:
             with pytest.raises(TypeError, match="no default"):
-                _config.default(name, field)
+                default(name, field)
         else:
-            assert _config.default(name, field) == info.get_default(call_default_factory=True), f"{name}.{field}"
+            assert default(name, field) == info.get_default(call_default_factory=True), f"{name}.{field}"
 
 
 def test_a_list_default_is_each_option_s_own():
-    first = _config.default("ExportConfig", "finish_reasons")
+    first = default("ExportConfig", "finish_reasons")
     first.append("length")
-    assert _config.default("ExportConfig", "finish_reasons") == ["stop", "tool_calls"]
+    assert default("ExportConfig", "finish_reasons") == ["stop", "tool_calls"]
 
 
 def test_a_field_missing_from_the_table_names_the_command_that_rebuilds_it():
     with pytest.raises(KeyError, match="field_table"):
-        _config.field_help("FleetConfig", "no_such_field")
+        field_help("FleetConfig", "no_such_field")

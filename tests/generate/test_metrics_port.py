@@ -57,7 +57,7 @@ def test_default_bind_is_loopback_and_the_page_never_shows_a_key():
     # An endpoint may carry credentials in its URL; the label must not.
     stats.replicas = [ReplicaStats(index=0, endpoint=f"http://user:{SECRET}@10.0.0.5:8000/?key={SECRET}", window=4)]
     with MetricsServer() as server:
-        assert server._httpd.server_address[0] == "127.0.0.1"
+        assert server.bound[0] == "127.0.0.1"
         server.show_generate(stats)
         text = urllib.request.urlopen(server.url, timeout=10).read().decode()
     assert SECRET not in text
@@ -108,7 +108,7 @@ def test_a_job_whose_process_is_gone_is_shown_as_not_running(tmp_path):
 
     import psutil
 
-    from fleetgen.cli.fleet import _job_line
+    from fleetgen.cli.fleet import job_line
     from fleetgen.fleet.jobs import JobProgress, read_jobs, write_job
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -122,7 +122,7 @@ def test_a_job_whose_process_is_gone_is_shown_as_not_running(tmp_path):
     jobs = {j.pid: running for j, running in read_jobs(tmp_path)}
     assert jobs == {gone.pid: False, me.pid: True}
     dead = [j for j, running in read_jobs(tmp_path) if not running][0]
-    line = _job_line(dead, False)
+    line = job_line(dead, False)
     assert "not running" in line and "4/10 done (40%)" in line and "ETA 0m12s" in line and "1 errors" in line
 
 
@@ -148,7 +148,7 @@ def test_a_live_job_stays_running_when_the_wall_clock_steps(tmp_path, monkeypatc
 def test_status_shows_each_replicas_limit_added_up_over_the_live_jobs_driving_it():
     import time
 
-    from fleetgen.cli.fleet import _job_line, job_limits
+    from fleetgen.cli.fleet import job_line, job_limits
     from fleetgen.fleet.jobs import JobProgress
 
     common = dict(create_time=0.0, output_dir="/out", updated_at=time.time(), total=10, done=4, ok=4, errors=0,
@@ -157,4 +157,4 @@ def test_status_shows_each_replicas_limit_added_up_over_the_live_jobs_driving_it
     b = JobProgress(pid=2, limits={"http://r0": 24}, **common)
     dead = JobProgress(pid=3, limits={"http://r1": 500}, **common)
     assert job_limits([(a, True), (b, True), (dead, False)]) == {"http://r0": 64, "http://r1": 36}
-    assert "in flight at most 40/36 per replica (auto)" in _job_line(a, True)
+    assert "in flight at most 40/36 per replica (auto)" in job_line(a, True)

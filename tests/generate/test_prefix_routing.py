@@ -66,7 +66,7 @@ async def test_a_new_prompt_goes_to_the_replica_holding_its_system_prompt():
     # with prefix routing off, the same choice is plain least outstanding (lowest index among equals)
     plain = make(prefix_routing=False)
     r0 = await plain.acquire("a1", blocks(SYSTEM_A, 1))
-    assert (await plain._run_once("a2", _echo, lambda: blocks(SYSTEM_A, 2)))[1] is not r0
+    assert (await plain.run("a2", _echo, lambda: blocks(SYSTEM_A, 2)))[1] is not r0
 
 
 async def _echo(r):

@@ -53,7 +53,7 @@ def test_a_replica_that_hangs_mid_job_is_reported_as_stopped_answering(tmp_path,
 
     console = Console(record=True, width=300)
     monkeypatch.setattr(cli_generate, "console", console)
-    cli_generate._print_summary(stats, tmp_path / "out")
+    cli_generate.print_summary(stats, tmp_path / "out")
     text = console.export_text()
     assert f"replica 1 ({urls[1]}) stopped answering {gone['since_s']:.1f}s into the run" in text
     assert f"{gone['moved']} of them answered by another replica" in text and "replica 0 (" not in text

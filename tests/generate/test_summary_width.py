@@ -28,7 +28,7 @@ def test_summary_to_a_file_is_not_cropped(monkeypatch):
     out = io.StringIO()
     monkeypatch.setattr(cli_generate, "console", Console(file=out, width=80, force_terminal=False))
     s = _stats()
-    cli_generate._print_summary(s, Path("/tmp/gen"))
+    cli_generate.print_summary(s, Path("/tmp/gen"))
     text = out.getvalue()
     assert "…" not in text
     assert "replica 0" in text
@@ -39,5 +39,5 @@ def test_summary_to_a_file_is_not_cropped(monkeypatch):
 def test_summary_on_a_terminal_still_fits_it(monkeypatch):
     out = io.StringIO()
     monkeypatch.setattr(cli_generate, "console", Console(file=out, width=60, force_terminal=True, color_system=None))
-    cli_generate._print_summary(_stats(), Path("/tmp/gen"))
+    cli_generate.print_summary(_stats(), Path("/tmp/gen"))
     assert max(len(line) for line in out.getvalue().splitlines()) <= 60

@@ -75,7 +75,7 @@ def cmd_status(
         )
     print_whole(Console(), t)
     for job, running in jobs:
-        Console(soft_wrap=True).print(_job_line(job, running), highlight=False)
+        Console(soft_wrap=True).print(job_line(job, running), highlight=False)
     if not all(s.healthy for s in statuses):
         raise typer.Exit(1)
 
@@ -90,7 +90,7 @@ def job_limits(jobs: list[tuple[JobProgress, bool]]) -> dict[str, int]:
     return out
 
 
-def _job_line(j: JobProgress, running: bool) -> str:
+def job_line(j: JobProgress, running: bool) -> str:
     """One line per job: what it reported last (it rewrites its file every few seconds)."""
     share = f" ({100 * j.done / j.total:.0f}%)" if j.total else ""
     line = (f"job pid {j.pid} -> {j.output_dir}: {j.done}/{j.total} done{share}, {j.samples_per_s:.2f} samples/s, "

@@ -127,7 +127,7 @@ def cmd_generate(
             raise typer.Exit(130)
         return
     stats = _run_with_progress(cfg)
-    _print_summary(stats, cfg.output_dir)
+    print_summary(stats, cfg.output_dir)
     if stats.interrupted:
         raise typer.Exit(130)
 
@@ -176,7 +176,7 @@ def _run_with_progress(cfg: GenerateConfig) -> Stats:
         return generate(cfg, on_progress=on_progress)
 
 
-def _print_summary(s: Stats, outdir: Path) -> None:
+def print_summary(s: Stats, outdir: Path) -> None:
     t = Table(title=f"generate: {outdir}")
     for col in ("", "ok", "errors / 4xx", "truncated", "out tokens", "tok/s", "requests", "failures", "hedges", "moved"):
         t.add_column(col, justify="right")

@@ -47,6 +47,11 @@ class MetricsServer:
         return self
 
     @property
+    def bound(self) -> tuple[str, int]:
+        """The address the port listens on, as the socket says (not as configured)."""
+        return self._httpd.server_address[:2]
+
+    @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}/metrics"

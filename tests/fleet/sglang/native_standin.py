@@ -29,7 +29,7 @@ def load_sglang_parsers():
     spec = importlib.util.spec_from_file_location("sglang_flags", FLAGS)
     flags = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(flags)
-    flags._torchvision_without_kernels()  # sglang imports torchvision at module level (see sglang_flags.py)
+    flags.torchvision_without_kernels()  # sglang imports torchvision at module level (see sglang_flags.py)
     from sglang.srt.entrypoints.openai.protocol import Tool
     from sglang.srt.function_call.function_call_parser import FunctionCallParser
     from sglang.srt.parser.reasoning_parser import ReasoningParser

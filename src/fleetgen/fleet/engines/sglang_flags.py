@@ -42,7 +42,7 @@ class _Parser(argparse.ArgumentParser):
 _TORCHVISION_SCHEMAS = None
 
 
-def _torchvision_without_kernels() -> None:
+def torchvision_without_kernels() -> None:
     """Let PyPI's torchvision import beside the CPU torch, its compiled ops absent.
 
     PyPI has CUDA builds of torchvision only; their `_C` needs libtorch_cuda and does not load
@@ -70,7 +70,7 @@ def _torchvision_without_kernels() -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    _torchvision_without_kernels()
+    torchvision_without_kernels()
     with redirect_stdout(io.StringIO()):  # sglang's import may print banners
         from sglang.srt.server_args import ServerArgs
 
@@ -112,7 +112,7 @@ def check(parser: argparse.ArgumentParser, argv: list[str]) -> dict:
 
 
 def main() -> int:
-    _torchvision_without_kernels()
+    torchvision_without_kernels()
     import sglang
 
     version = getattr(sglang, "__version__", "unknown")
