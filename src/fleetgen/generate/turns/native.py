@@ -11,6 +11,11 @@ re-implemented that could drift from the target's own behaviour:
    chat endpoint takes from the model's generation_config.json (`--sampling-defaults model`).
 3. POST /separate_reasoning and /parse_function_call with the parsers the server was started with.
 
+Every request here lands on the server's one HTTP and tokenizer process, which bounds a small model's
+request rate, so two of them are skipped where the answer is known without asking (BENCHMARKS.md,
+"full speed"): the samples of a prompt share their first turn's rendering (one /v1/tokenize, its ids
+reused), and a text the reasoning parser cannot split (THINK_FREE) is not sent to it.
+
 Where the chat endpoint forces reasoning (its template or switches open a `<think>` block that the
 sampled text then lacks), the text handed to /separate_reasoning starts with the parser's opening
 tag; which switches force it is measured against the chat endpoint at start (`paths.py`).
@@ -18,7 +23,10 @@ tag; which switches force it is measured against the chat endpoint at start (`pa
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +38,13 @@ from fleetgen.rows.token_ids import COUNT_MISMATCH, TurnIds
 
 # The opening tag each SGLang reasoning parser looks for; "<think>" for the rest.
 REASONING_OPEN = {"kimi": "\u25c1think\u25b7", "gpt-oss": "<|channel|>analysis<|message|>"}
+
+# Reasoning parsers whose split of a text without their opening tag, when not forced, is "no reasoning, the text
+# as is": SGLang's Qwen3Detector (force_reasoning False by default) and the base detector's detect_and_parse.
+# tests/generate/test_native_shortcuts.py checks this against SGLang's own parser.
+THINK_FREE = frozenset({"qwen3", "interns1"})
+# Renderings kept for reuse (a prompt's samples come close together: the LRU need not be long).
+RENDER_CACHE_SIZE = 4096
 
 # Chat body field -> /generate sampling_params field; anything else a job sends is refused at start.
 SAMPLING_FIELDS = {
@@ -75,9 +90,67 @@ class NativeServer:
     # Whether the chat endpoint treats a turn's output as reasoning until the closing tag, per template switches.
     forced: dict[str, bool] = field(default_factory=dict)
 
+    renders: RenderCache = field(default_factory=lambda: RenderCache(RENDER_CACHE_SIZE))
+
     @property
     def reasoning_open(self) -> str:
         return REASONING_OPEN.get(self.reasoning_parser or "", "<think>")
+
+
+class RenderCache:
+    """Prompt ids by (endpoint, /v1/tokenize body): one request per distinct rendering, concurrent askers share it.
+
+    A rendering is a pure function of the body and the server's template, so reusing it sends /generate
+    exactly the ids a fresh /v1/tokenize would have given. Failures are not kept: the next asker retries.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._done: OrderedDict[tuple[str, bytes], list[int]] = OrderedDict()
+        self._pending: dict[tuple[str, bytes], asyncio.Future[list[int]]] = {}
+        self.hits = 0
+        self.misses = 0
+
+    async def get(self, endpoint: str, body: dict[str, Any], fetch: Callable[[], Awaitable[list[int]]]) -> list[int]:
+        key = (endpoint, orjson.dumps(body, option=orjson.OPT_SORT_KEYS))
+        while True:
+            ids = self._done.get(key)
+            if ids is not None:
+                self._done.move_to_end(key)
+                self.hits += 1
+                return ids
+            pending = self._pending.get(key)
+            if pending is None:
+                break
+            try:
+                ids = await asyncio.shield(pending)
+            except asyncio.CancelledError:
+                if not pending.cancelled():
+                    raise  # this asker is cancelled, not the request it waited on
+                continue  # the asker that sent it was cancelled: ask again
+            except Exception:  # noqa: BLE001  (the sender's failure is the sender's; this asker tries itself)
+                continue
+            self.hits += 1
+            return ids
+        self.misses += 1
+        future: asyncio.Future[list[int]] = asyncio.get_running_loop().create_future()
+        self._pending[key] = future
+        try:
+            ids = await fetch()
+        except BaseException as e:
+            if isinstance(e, Exception):
+                future.set_exception(e)
+                future.exception()  # marked retrieved: with no sharer it must not warn
+            else:
+                future.cancel()
+            raise
+        finally:
+            self._pending.pop(key, None)
+        future.set_result(ids)
+        self._done[key] = ids
+        if len(self._done) > self.size:
+            self._done.popitem(last=False)
+        return ids
 
 
 def switches_key(body: dict[str, Any]) -> str:
@@ -108,9 +181,18 @@ def sampling_params(body: dict[str, Any], defaults: dict[str, Any]) -> dict[str,
     return params
 
 
-async def render(http: aiohttp.ClientSession, endpoint: str, body: dict[str, Any], timeout_s: float) -> list[int]:
-    """The prompt ids of a chat body, rendered by the server's own chat code."""
-    answer = await post_json(http, endpoint + "/v1/tokenize", tokenize_body(body), timeout_s)
+async def render(
+    http: aiohttp.ClientSession, endpoint: str, body: dict[str, Any], timeout_s: float, cache: RenderCache | None = None
+) -> list[int]:
+    """The prompt ids of a chat body, rendered by the server's own chat code (once per distinct body with a cache)."""
+    request = tokenize_body(body)
+    if cache is None:
+        return await _render(http, endpoint, request, timeout_s)
+    return await cache.get(endpoint, request, lambda: _render(http, endpoint, request, timeout_s))
+
+
+async def _render(http: aiohttp.ClientSession, endpoint: str, request: dict[str, Any], timeout_s: float) -> list[int]:
+    answer = await post_json(http, endpoint + "/v1/tokenize", request, timeout_s)
     tokens = answer.get("tokens") if isinstance(answer, dict) else None
     if not isinstance(tokens, list) or not tokens or not all(isinstance(t, int) for t in tokens):
         raise TransientError(f"/v1/tokenize answered without token ids: {str(answer)[:200]}")
@@ -136,6 +218,8 @@ async def split_reasoning(
     if not server.reasoning_parser:
         return None, text
     opener = server.reasoning_open
+    if not forced and server.reasoning_parser in THINK_FREE and opener not in text:
+        return None, text  # what the parser answers for it (THINK_FREE), without the round trip
     sent = opener + text if forced and not text.lstrip().startswith(opener) else text
     answer = await post_json(
         http, endpoint + "/separate_reasoning", {"text": sent, "reasoning_parser": server.reasoning_parser}, timeout_s
@@ -173,7 +257,7 @@ async def native_chat(
     forced: bool | None = None,
 ) -> ChatAnswer:
     """One chat turn through /v1/tokenize, /generate and the server's parsers; the same answer shape as `chat`."""
-    prompt_ids = await render(http, endpoint, body, timeout_s)
+    prompt_ids = await render(http, endpoint, body, timeout_s, server.renders)
     text, output_ids, meta = await sample(http, endpoint, prompt_ids, sampling_params(body, server.model_defaults), timeout_s)
     if forced is None:
         forced = server.forced.get(switches_key(body), False)
