@@ -170,3 +170,19 @@ def test_a_poll_parses_only_the_load_lines_and_reads_what_the_whole_page_says():
         assert load.running is not None and load.generation_tokens_total is not None
     # vllm:num_preemptions_created (a timestamp) must not be read as vllm:num_preemptions
     assert get_engine("vllm").parse_load(VLLM_PAGE).preemptions_total == 0.0
+
+
+def test_the_poller_reads_faster_only_while_a_limit_still_doubles_below_the_ceiling():
+    from fleetgen.generate.dispatch.auto_limit import Reading
+
+    d = Dispatcher(["http://127.0.0.1:1", "http://127.0.0.1:2"], 16, DispatchPolicy(hedge=False), rng=random.Random(0))
+    poller = LoadPoller(d, LimitPolicy(start=16, ceiling=64))
+    assert poller.ramping()
+    a, b = poller.controllers
+    a.update(Reading(running=16, waiting=0, kv_usage=0.1), in_flight=16)  # the engine has room: doubles
+    assert a.limit == 32 and poller.ramping()
+    a.update(Reading(running=32, waiting=0, kv_usage=0.1), in_flight=32)
+    assert a.limit == 64 and poller.ramping()  # b still starts
+    b.update(Reading(running=16, waiting=0, kv_usage=0.1), in_flight=16)
+    b.update(Reading(running=10, waiting=0, kv_usage=0.5, preempted=3), in_flight=32)  # a cut ends slow start
+    assert not b.slow_start and not poller.ramping()
