@@ -189,7 +189,7 @@ async def _run(
         job_watch = JobWatch.start(config, stats, metrics)
         warmup = Warmup.start(config, dispatcher, http, model)  # replicas take work once their paths are warm
         polling = asyncio.create_task(poller.run()) if poller is not None else None
-        run_id = run_started(outdir, shard=shard.suffix, job=job)  # runs.jsonl: what a report adds up (rows/runs.py)
+        run_id = run_started(outdir, shard=shard.suffix, job=job, model_path=config.tokenizer or target.model_path)
         try:
             await loop.run()
         finally:

@@ -3,7 +3,7 @@
 stats.json holds the last run's counters only: after an interrupted run and a resume it says the
 resume's wall time and tokens, not the output's. So each `generate` process that opens the journal
 appends two lines to runs.jsonl: one when it starts (a run id, when, host and pid, shard, the job
-digest) and one when it ends (when, and its stats.json as written). A run killed before its end
+digest, the fleet's model path for a report's tokenizer) and one when it ends (when, and its stats.json as written). A run killed before its end
 (kill -9, power loss) leaves its start line alone; its rows are still in the results, which the
 report counts from, attributing each row to the run whose span holds the row's start.
 
@@ -39,6 +39,7 @@ class RunRecord:
     pid: int | None = None
     shard: str = ""  # the journal suffix ('' for the whole job, `.shard-i-of-N`)
     job: str | None = None  # digest of the job identity it ran with (history.py)
+    model_path: str | None = None  # the fleet's model (or --tokenizer): where a report reads the tokenizer from
     ended_at: float | None = None
     stats: dict[str, Any] = field(default_factory=dict)
 
@@ -58,12 +59,12 @@ def _append(outdir: Path, entry: dict[str, Any]) -> None:
         os.fsync(f.fileno())
 
 
-def run_started(outdir: Path, *, shard: str = "", job: str | None = None) -> str | None:
+def run_started(outdir: Path, *, shard: str = "", job: str | None = None, model_path: str | None = None) -> str | None:
     """Append this run's start; returns its id for run_ended (None if it could not be written: the run goes on)."""
     run = uuid.uuid4().hex[:12]
     try:
         _append(outdir, {"run": run, "event": "start", "at": round(time.time(), 3), "host": socket.gethostname(),
-                         "pid": os.getpid(), "shard": shard, "job": job})
+                         "pid": os.getpid(), "shard": shard, "job": job, "model_path": model_path})
     except OSError as e:  # the rows matter more than this record of them: the report then counts them as unrecorded
         log.warning(f"{RUNS} not written ({e}); the report will list this run's rows as from an unrecorded run")
         return None
@@ -96,7 +97,7 @@ def read_runs(outdir: Path) -> list[RunRecord]:
             continue
         if e.get("event") == "start":
             runs.setdefault(e["run"], RunRecord(e["run"], float(e["at"]), e.get("host"), e.get("pid"),
-                                                str(e.get("shard") or ""), e.get("job")))
+                                                str(e.get("shard") or ""), e.get("job"), e.get("model_path")))
         elif e.get("event") == "end" and e["run"] in runs:
             runs[e["run"]].ended_at = float(e["at"])
             runs[e["run"]].stats = e.get("stats") if isinstance(e.get("stats"), dict) else {}

@@ -29,6 +29,7 @@ class Target:
     window: int
     api_key: str | None
     auto: bool = False  # --concurrency auto: the windows follow the engines' load (load_poll.py)
+    model_path: str | None = None  # what the fleet's engines load (its state's model); None for --endpoint
 
 
 def resolve_target(config: GenerateConfig) -> Target:
@@ -43,11 +44,11 @@ def resolve_target(config: GenerateConfig) -> Target:
             raise ConfigError("the fleet requires an API key", hint="pass --api-key or set FLEETGEN_API_KEY")
         running = fleet.max_running_requests
         default = (running + WINDOW_QUEUE) if running else DEFAULT_WINDOW
-        endpoints, model = mine.of(fleet.endpoints), config.model or fleet.served_model_name
+        endpoints, model, path = mine.of(fleet.endpoints), config.model or fleet.served_model_name, fleet.model
     else:
-        default, endpoints, model = DEFAULT_WINDOW, mine.of(list(config.endpoints)), config.model
+        default, endpoints, model, path = DEFAULT_WINDOW, mine.of(list(config.endpoints)), config.model, None
     auto = config.concurrency == "auto"
-    return Target(endpoints, model, default if auto else int(config.concurrency), key, auto)
+    return Target(endpoints, model, default if auto else int(config.concurrency), key, auto, path)
 
 
 def dispatch_policy(config: GenerateConfig) -> DispatchPolicy:
