@@ -3,7 +3,8 @@
 It answers /health, /v1/models, /metrics and /v1/chat/completions with a fixed text, and can
 be told to fail the first N chat requests with HTTP 500, to hang the next M for a while, to stop
 answering after K (`hang_after`: every later request waits, unanswered, until `release()`: a
-replica that hangs mid-job, as SIGSTOP makes one), to take `delay_per_token_s` per generated
+replica that hangs mid-job, as SIGSTOP makes one; or never to answer one request in N, `never_answer_every`),
+to take `delay_per_token_s` per generated
 token (to play a slow replica), or to stall `first_use_stall_s` on the first request of each
 sampling path, every request waiting behind it (to play SGLang's first-use kernel JIT; `arrivals`
 says which path each request had and whether that path was compiled when it came). It keeps every request
@@ -50,7 +51,9 @@ class StandinServer:
         refuse_ids: str | None = None,
         hold_first: int = 0,
         hang_after: int | None = None,
+        never_answer_every: int = 0,
     ) -> None:
+        self.never_answer_every = never_answer_every
         self.hold_first = hold_first
         self._held: asyncio.Event | None = None  # hold_first's requests wait on it
         self.token_ids = token_ids
@@ -118,6 +121,11 @@ class StandinServer:
         if n <= self.fail_first + self.hang_next:
             self.hung += 1
             await asyncio.sleep(self.hang_s)
+        if self.never_answer_every and n % self.never_answer_every == 0 and not self._released:
+            self.hung += 1  # one request in N never answered (until release): a wedged request, not a dead server
+            if self._released_event is None:
+                self._released_event = asyncio.Event()
+            await self._released_event.wait()
         if self.hang_after is not None and n > self.hang_after and not self._released:
             self.hung += 1
             if self._released_event is None:

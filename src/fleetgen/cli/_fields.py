@@ -97,6 +97,8 @@ FIELDS = {
         'backoff_max_s': (30.0, 'Upper bound of one retry delay.', ()),
         'timeout_base_s': (120.0, 'Request timeout: this plus timeout_per_token_s x max_tokens.', ()),
         'timeout_per_token_s': (0.5, 'Seconds of request timeout added per token of budget.', ()),
+        'stall_factor': (4.0, "A request unanswered for this many times what its replica's recent answers took per token (their 95th percentile) x its max_tokens is cancelled and re-sent, and the replica is named (stall.py).", ()),
+        'stall_floor_s': (30.0, "The shortest such bound, whatever the replica's pace (queueing at the engine needs room).", ()),
         'replica_failures': (3, 'Consecutive failures that take a replica out of rotation (it is retried later).', ()),
         'replica_cooldown_s': (5.0, 'First wait before an out-of-rotation replica is tried again.', ()),
         'give_up_after_s': (120.0, 'Stop cleanly (resumable) when no replica has answered for this long.', ()),

@@ -97,6 +97,8 @@ def job_line(j: JobProgress, running: bool) -> str:
             f"{j.output_tokens_per_s:.0f} tok/s, ETA {_duration(j.eta_s)}, {j.errors} errors")
     if j.limits:
         line += f", in flight at most {'/'.join(str(v) for v in j.limits.values())} per replica ({j.concurrency})"
+    if j.stalled:
+        line += ", [yellow]re-sent after no answer:[/] " + ", ".join(f"{n} on {e}" for e, n in j.stalled.items())
     if j.metrics_url:
         line += f", metrics {j.metrics_url}"
     if not running:

@@ -178,17 +178,17 @@ def _run_with_progress(cfg: GenerateConfig) -> Stats:
 
 def print_summary(s: Stats, outdir: Path) -> None:
     t = Table(title=f"generate: {outdir}")
-    for col in ("", "ok", "errors / 4xx", "truncated", "out tokens", "tok/s", "requests", "failures", "hedges", "moved"):
+    for col in ("", "ok", "errors / 4xx", "truncated", "out tokens", "tok/s", "requests", "failures", "stalled", "hedges", "moved"):
         t.add_column(col, justify="right")
     for r in s.replicas:
         rate = r.completion_tokens / s.elapsed_s if s.elapsed_s else 0
         t.add_row(
             f"replica {r.index}", str(r.ok), str(r.rejected), "", str(r.completion_tokens), f"{rate:.1f}",
-            str(r.requests), str(r.failures), str(r.hedges), str(r.moved),
+            str(r.requests), str(r.failures), str(r.stalled), str(r.hedges), str(r.moved),
         )
     t.add_row(
         "[bold]total", str(s.ok), str(s.errors), str(s.truncated), str(s.completion_tokens),
-        f"{s.output_tokens_per_s:.1f}", "", "", "", "",
+        f"{s.output_tokens_per_s:.1f}", "", "", "", "", "",
     )
     print_whole(console, t)
     for r in s.replicas:

@@ -37,6 +37,10 @@ class JobProgress(BaseModel):
     limits: dict[str, int] = Field(
         default_factory=dict, description="Requests the job keeps in flight at most, per replica endpoint, now."
     )
+    stalled: dict[str, int] = Field(
+        default_factory=dict,
+        description="Requests cancelled and re-sent after no answer within the bound the replica's pace sets, per endpoint.",
+    )
 
 
 def job_path(state_dir: Path, pid: int) -> Path:

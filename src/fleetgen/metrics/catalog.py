@@ -57,6 +57,8 @@ GENERATE = (
     _m("fleetgen_replica_failures_total", "counter", "Transient failures on the replica (each retried elsewhere).", REPLICA),
     _m("fleetgen_replica_rejected_total", "counter", "Requests the replica refused with a 4xx.", REPLICA),
     _m("fleetgen_replica_hedges_total", "counter", "Twins of straggling requests sent to the replica.", REPLICA),
+    _m("fleetgen_replica_stalled_total", "counter",
+       "Requests the replica left unanswered past the bound its pace sets: cancelled and re-sent.", REPLICA),
     _m("fleetgen_replica_ejections_total", "counter", "Times the replica was taken out of rotation.", REPLICA),
     _m("fleetgen_replica_in_rotation", "gauge", "1 while the replica takes new requests, 0 while it is ejected.", REPLICA),
     _m("fleetgen_replica_output_tokens_total", "counter", "Output tokens the replica answered with.", REPLICA),

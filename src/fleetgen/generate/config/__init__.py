@@ -139,6 +139,15 @@ class GenerateConfig(StrictModel):
     backoff_max_s: float = Field(30.0, gt=0, description="Upper bound of one retry delay.")
     timeout_base_s: float = Field(120.0, gt=0, description="Request timeout: this plus timeout_per_token_s x max_tokens.")
     timeout_per_token_s: float = Field(0.5, ge=0, description="Seconds of request timeout added per token of budget.")
+    stall_factor: float = Field(
+        4.0, gt=0, description=(
+            "A request unanswered for this many times what its replica's recent answers took per token (their "
+            "95th percentile) x its max_tokens is cancelled and re-sent, and the replica is named (stall.py)."
+        ),
+    )
+    stall_floor_s: float = Field(
+        30.0, gt=0, description="The shortest such bound, whatever the replica's pace (queueing at the engine needs room).",
+    )
     replica_failures: int = Field(
         3, ge=1, description="Consecutive failures that take a replica out of rotation (it is retried later)."
     )

@@ -27,6 +27,7 @@ from fleetgen.generate.dispatch.hedging import Hedging
 from fleetgen.generate.dispatch.prefix_map import PrefixMap
 from fleetgen.generate.dispatch.replica import Replica
 from fleetgen.generate.dispatch.rotation import Rotation
+from fleetgen.generate.dispatch.stall import StallGuard
 from fleetgen.generate.observe.stats import Clock, Stats
 
 T = TypeVar("T")
@@ -47,6 +48,8 @@ class DispatchPolicy:
     failures_to_eject: int = 3
     cooldown_s: float = 5.0
     give_up_after_s: float = 120.0
+    stall_factor: float = 4.0
+    stall_floor_s: float = 30.0
 
 
 class Dispatcher:
@@ -86,6 +89,7 @@ class Dispatcher:
             cooldown_s=policy.cooldown_s, give_up_after_s=policy.give_up_after_s,
         )
         self.hedging = Hedging(self, policy.hedge_after_s, clock)
+        self.stalls = StallGuard(policy.stall_factor, policy.stall_floor_s)
         # Called with each replica that joins on a new address (warmup.py holds and warms it).
         self.on_new_replica: Callable[[Replica], None] | None = None
 
@@ -290,16 +294,19 @@ class Dispatcher:
 
     async def run(
         self, key: str | None, fn: Callable[[Replica], Awaitable[T]], prefix: Callable[[], tuple[int, ...]] | None = None,
+        *, max_tokens: int | None = None, tokens_of: Callable[[T], int] | None = None,
     ) -> tuple[T, Replica]:
         """Run `fn` on a replica until it answers: retries transient failures elsewhere with backoff.
 
         `prefix` gives the request's leading-text block hashes (prefix_map.prefix_blocks), called only when
-        its key has no pin yet. Rejected (4xx) propagates at once; after max_attempts the last TransientError propagates.
+        its key has no pin yet. With `max_tokens` (its budget) and `tokens_of` (the tokens an answer holds), a
+        request left unanswered past the bound its replica's pace sets is cancelled and re-sent (stall.py).
+        Rejected (4xx) propagates at once; after max_attempts the last TransientError propagates.
         """
         attempt = 0
         while True:
             try:
-                return await self._run_once(key, fn, prefix)
+                return await self._run_once(key, fn, prefix, max_tokens, tokens_of)
             except TransientError as e:
                 attempt += 1
                 if attempt >= self.policy.max_attempts:
@@ -313,6 +320,7 @@ class Dispatcher:
 
     async def _run_once(
         self, key: str | None, fn: Callable[[Replica], Awaitable[T]], prefix: Callable[[], tuple[int, ...]] | None = None,
+        max_tokens: int | None = None, tokens_of: Callable[[T], int] | None = None,
     ) -> tuple[T, Replica]:
         p = self.policy
         blocks = prefix() if prefix is not None and p.prefix_routing and p.prefix_affinity and key not in self._pins else ()
@@ -320,8 +328,9 @@ class Dispatcher:
         started = self.clock()
         # The request is awaited directly, with no task of its own: a twin can join it only in the tail (hedging.py).
         flight = self.hedging.track(r, started, fn) if p.hedge else None
+        bound = self.stalls.bound_s(r, max_tokens) if max_tokens is not None else None
         try:
-            result = await fn(r)
+            result = await (fn(r) if bound is None else self._within(bound, r, fn, max_tokens))  # type: ignore[arg-type]
         except asyncio.CancelledError:
             if flight is None:
                 r.stats.silent += 1
@@ -338,14 +347,27 @@ class Dispatcher:
         if flight is not None and (twin := self.hedging.first_answered(flight)) is not None:
             return twin  # type: ignore[return-value]  # the twin won; fn swallowed the cancel its answer sent
         self.release(r, ok=True)
-        self.observe(r, started)
+        took = self.observe(r, started)
+        if tokens_of is not None:
+            self.stalls.observe(r, took, tokens_of(result))
         return result, r
 
-    def observe(self, r: Replica, started: float) -> None:
-        """`r` answered a request sent at `started`: its latency histogram, and what hedging calls slow."""
+    async def _within(self, bound_s: float, r: Replica, fn: Callable[[Replica], Awaitable[T]], max_tokens: int) -> T:
+        """`fn(r)`, cancelled (its connection closed: the engine drops it) once it goes unanswered for `bound_s`."""
+        try:
+            async with asyncio.timeout(bound_s) as deadline:
+                return await fn(r)
+        except TimeoutError:
+            if deadline.expired():
+                raise self.stalls.stalled(r, bound_s, max_tokens) from None
+            raise
+
+    def observe(self, r: Replica, started: float) -> float:
+        """`r` answered a request sent at `started`: its latency histogram, and what hedging calls slow; the latency."""
         took = self.clock() - started
         self.hedging.latencies.append(took)
         r.stats.latency.observe(took)
+        return took
 
 
 # _choose's answer when a request's home is full but within the margin: wait for it.

@@ -65,6 +65,8 @@ def dispatch_policy(config: GenerateConfig) -> DispatchPolicy:
         failures_to_eject=config.replica_failures,
         cooldown_s=config.replica_cooldown_s,
         give_up_after_s=config.give_up_after_s,
+        stall_factor=config.stall_factor,
+        stall_floor_s=config.stall_floor_s,
     )
 
 

@@ -42,6 +42,7 @@ class ReplicaStats:
     failures: int = 0
     rejected: int = 0
     hedges: int = 0
+    stalled: int = 0  # requests cancelled and re-sent after no answer within the bound its pace sets (stall.py)
     completion_tokens: int = 0
     prompt_tokens: int = 0
     in_rotation: bool = True
@@ -208,6 +209,7 @@ class Stats:
                     "failures": r.failures,
                     "rejected": r.rejected,
                     "hedges": r.hedges,
+                    "stalled": r.stalled,
                     "completion_tokens": r.completion_tokens,
                     "output_tokens_per_s": round(r.completion_tokens / e, 2) if e > 0 else 0.0,
                     "ejections": r.ejections,

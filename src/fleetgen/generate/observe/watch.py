@@ -63,6 +63,7 @@ class JobWatch:
                 metrics_url=self.metrics.url if self.metrics is not None else None,
                 concurrency="auto" if self.config.concurrency == "auto" else "fixed",
                 limits=_limits(s),
+                stalled=_stalled(s),
             ))
         except OSError:
             pass  # a status view must never stop the job
@@ -78,6 +79,15 @@ class JobWatch:
                 pass
         if self._own is not None:
             await asyncio.to_thread(self._own.close)
+
+
+def _stalled(s: Stats) -> dict[str, int]:
+    """Per endpoint, its requests cancelled and re-sent for want of an answer (stall.py), where any were."""
+    out: dict[str, int] = {}
+    for r in s.replicas:
+        if r.stalled:
+            out[r.endpoint] = out.get(r.endpoint, 0) + r.stalled
+    return out
 
 
 def _limits(s: Stats) -> dict[str, int]:

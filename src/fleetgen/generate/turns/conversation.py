@@ -237,7 +237,8 @@ async def _turn(
                                              downgrade=not cfg.require_token_ids)
 
         try:
-            answer, replica = await s.dispatcher.run(prompt.id, call, partial(prefix_blocks, history, prompt.tools))
+            answer, replica = await s.dispatcher.run(prompt.id, call, partial(prefix_blocks, history, prompt.tools),
+                                                     max_tokens=max_tokens, tokens_of=_completion_tokens)
         except IdsRefused as e:
             raise ids_required(s, prompt.id, sample, turn, f"{MISSING[REFUSED]}: {e.message}") from None
         except Rejected as e:
@@ -264,6 +265,10 @@ async def _turn(
                 max_tokens = longer
                 continue
         return answer, replica, cut, body
+
+
+def _completion_tokens(answer: ChatAnswer) -> int:
+    return answer.completion_tokens
 
 
 def _body(

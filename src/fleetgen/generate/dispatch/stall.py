@@ -1,0 +1,67 @@
+"""A request that makes no progress is named, cancelled and re-sent, after a bound the replica's own pace sets.
+
+A fixed timeout has to cover the slowest legitimate answer of any job on any engine (it was 120 s plus
+0.5 s a token of `max_tokens`: 19 minutes at 2048 tokens), so one request a wedged engine never answers
+held its slot, and, on a job with one replica, its sample, that long. An answer that is not streamed
+shows no progress until it is whole, so the bound is derived from what the replica has shown it takes:
+the slowest recent pace of its answers (seconds per token, queueing and prefill included, at least
+MIN_TOKENS a request so that short answers do not make the pace look fast) times the request's
+`max_tokens`, with a factor of margin and a floor. Until a replica has answered `MIN_OBSERVED`
+requests, the request's own timeout is the only bound.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+
+from fleetgen.generate.dispatch.client import TransientError
+from fleetgen.generate.dispatch.replica import Replica
+
+log = logging.getLogger(__name__)
+
+MIN_OBSERVED = 8
+MIN_TOKENS = 16
+PACE_WINDOW = 256  # the answers the pace is read from
+SLOW_QUANTILE = 0.95
+# Every stall is logged for a replica's first few, then one in this many (the count is in the summary).
+LOG_FIRST, LOG_EVERY = 3, 10
+
+
+class Stalled(TransientError):
+    """No answer within the bound the replica's pace sets: cancelled (its connection closed) and re-sent."""
+
+
+class StallGuard:
+    """The paces of every replica's recent answers, and the bound they set on a request in flight."""
+
+    def __init__(self, factor: float, floor_s: float) -> None:
+        self.factor = factor
+        self.floor_s = floor_s
+        self._paces: dict[int, deque[float]] = {}  # by id(Replica): a replacement starts afresh
+
+    def observe(self, r: Replica, latency_s: float, completion_tokens: int) -> None:
+        """`r` answered a request in `latency_s` with `completion_tokens` tokens."""
+        paces = self._paces.get(id(r))
+        if paces is None:
+            paces = self._paces[id(r)] = deque(maxlen=PACE_WINDOW)
+        paces.append(latency_s / max(completion_tokens, MIN_TOKENS))
+
+    def bound_s(self, r: Replica, max_tokens: int) -> float | None:
+        """How long a request of `max_tokens` may go unanswered on `r`; None until its pace is known."""
+        paces = self._paces.get(id(r))
+        if paces is None or len(paces) < MIN_OBSERVED:
+            return None
+        slow = sorted(paces)[min(len(paces) - 1, int(SLOW_QUANTILE * len(paces)))]
+        return max(self.floor_s, self.factor * slow * max(max_tokens, MIN_TOKENS))
+
+    def stalled(self, r: Replica, bound_s: float, max_tokens: int) -> Stalled:
+        """Count and name a request `r` left unanswered for `bound_s`; the error that re-sends it."""
+        r.stats.stalled += 1
+        n = r.stats.stalled
+        if n <= LOG_FIRST or n % LOG_EVERY == 0:
+            log.warning(
+                "replica %d (%s): a request of %d tokens had no answer after %.1fs (its recent pace allows %.1fs); "
+                "cancelled and re-sent (%d so far on this replica)", r.index, r.endpoint, max_tokens, bound_s, bound_s, n,
+            )
+        return Stalled(f"no answer after {bound_s:.1f}s, the bound its replica's pace sets for {max_tokens} tokens")
