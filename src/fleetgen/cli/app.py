@@ -87,7 +87,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     # The root's help and usage errors in click's plain text: typer's rich help imports rich's markdown and
-    # panels (0.1 s, a third of `fleetgen --help`). Each command's own `--help` keeps rich's panels.
+    # panels, a large part of `fleetgen --help` (BENCHMARKS.md, "figures the code cites"). Each command's own `--help` keeps rich's panels.
     rich_markup_mode=None,
 )
 
@@ -129,8 +129,8 @@ def main() -> None:
     try:
         run_guarded(app)
     finally:
-        # The process ends here: the interpreter's last collection pass walks every object left (0.1 s
-        # after a 20,000-row generate, BENCHMARKS.md "client at the null server"); they are freed all the same.
+        # The process ends here: the interpreter's last collection pass walks every object left
+        # (BENCHMARKS.md, "client at the null server"); they are freed all the same.
         gc.freeze()
 
 

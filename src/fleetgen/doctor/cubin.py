@@ -4,8 +4,8 @@ flashinfer-python ships sources; its sampling, attention and norm kernels come e
 flashinfer-cubin wheel (prebuilt, matched to flashinfer's version) or from an nvcc JIT compile
 the first time each one is used. SGLang 0.5.12 pins flashinfer_cubin==0.6.11.post1 next to
 flashinfer_python, but a staged install can leave it out: on the H200 (2026-12-02) it was absent,
-and the first request with top_p < 1 then took 107 s (flashinfer's top-k/top-p sampling kernel),
-a greedy request waiting 105 s behind it; the first request with prompt logprobs took ~96 s.
+and the first request with top_p < 1 then waited minutes for flashinfer's top-k/top-p sampling
+kernel, a greedy request behind it, and the first with prompt logprobs as long (BENCHMARKS.md, "figures the code cites").
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ sys.stdout.write({JSON_MARKER!r} + json.dumps(out) + "\\n")
 """
 
 COST = ("flashinfer then JIT-compiles its sampling and attention kernels on their first use: minutes per kernel "
-        "family with nvcc (107 s for the first top_p<1 request on the H200), every request waiting behind it")
+        "family with nvcc, every request waiting behind it")
 
 
 def probe_flashinfer(host: Host) -> dict[str, str]:

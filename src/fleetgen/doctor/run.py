@@ -37,7 +37,7 @@ def run_doctor(config: DoctorConfig, host: Host | None = None) -> DoctorReport:
         checks.append(check_kernels(kernels, config.engine, host, snap, torch.version, tcuda))
         checks.append(check_token_path(config.engine, kernels.versions))
         checks.append(check_cubin(probe_flashinfer(host)))
-        if snap.gpus:  # the whole server import: slow (~20 s), and only GPU machines start these engines' servers
+        if snap.gpus:  # the whole server import: slow (BENCHMARKS.md), and only GPU machines start these engines' servers
             checks.append(check_engine_import(probe_import(host, config.engine), config.engine, host))
     else:
         checks.append(Check(id="kernels", status=Status.SKIP, cause="no_engine",

@@ -40,7 +40,7 @@ def iter_results(outdir: Path, counts: ReadCounts | None = None) -> Iterator[Res
     """Every result record once; a torn or corrupt line is counted and skipped, never fatal."""
     counts = counts if counts is not None else ReadCounts()
     # The (id, sample) pairs seen, in generate's done set (32-64 bytes an id, whatever its length):
-    # a set of tuples cost ~150 bytes a pair, 1.5 GB at 10M rows (BENCHMARKS.md, "export dedup").
+    # a set of tuples cost several times that (BENCHMARKS.md, "export dedup").
     seen = DoneSet()
     counts.files = result_files(outdir)
     seen.reserve(_expected_rows(counts.files))  # sized once: growing it rehashes every slot each time

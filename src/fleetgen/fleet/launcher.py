@@ -207,8 +207,8 @@ def warm_first(config: FleetConfig, specs: list[ReplicaSpec]) -> bool:
     """On GPUs a cold start compiles once, not N times: replica 0 alone first, the others after it is ready.
 
     The others share its compile caches (replica_plan.shared_cache_dir), so they load what it compiled.
-    Not on CPU: there the second wave saves little (warm 79 s vs cold 96 s for one vLLM-CPU replica)
-    and waiting for the first costs a whole start (2 replicas: 210 s staged vs 123 s at once).
+    Not on CPU: there the second wave saves little and waiting for the first costs a whole start
+    (BENCHMARKS.md, "fleet: start-up time and memory of vLLM-CPU replicas").
     Not where the backend assigns devices at start (Ray): the plan has no GPUs to go by.
     """
     return (

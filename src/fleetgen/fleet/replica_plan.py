@@ -86,7 +86,7 @@ def shared_cache_dir(engine: str, model: str, kind: str) -> Path:
     Warm-first starts the first replica alone: the later ones load what it compiled (the JIT
     kernels, torch.compile/inductor and triton caches) instead of compiling it again; the H200's
     second replica on one GPU, given caches of its own, rebuilt the six sgl_kernel JIT kernels
-    (graph capture 36 s vs 3 s). The JIT builders lock each kernel's build (tvm-ffi 0.1.9
+    (BENCHMARKS.md, "figures the code cites"). The JIT builders lock each kernel's build (tvm-ffi 0.1.9
     `cpp/extension.py` FileLock, flashinfer 0.6 `jit/core.py`), and triton and inductor write
     their entries atomically, so replicas reading and adding to one cache do not corrupt it.
     """

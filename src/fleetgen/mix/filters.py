@@ -14,8 +14,8 @@ from fleetgen.rows.prompt import PromptRecord
 def estimate_tokens(text: str) -> int:
     """About one token per 4 ASCII characters and one per CJK/other character: no tokenizer needed.
 
-    Within ~20% of BPE tokenizers on English prose and code; errs high on CJK, which is the safe
-    side for a maximum-length filter.
+    Close to BPE tokenizers on English prose and code (BENCHMARKS.md, "figures the code cites"); errs high
+    on CJK, which is the safe side for a maximum-length filter.
     """
     n = len(text)
     ascii_n = len(text.encode("ascii", "ignore"))

@@ -81,7 +81,7 @@ def _convert(gguf: Path, out: Path) -> None:
         ) from None
     try:
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        # Each read of the GGUF parses all its fields (~5 s here): the config is read once and given
+        # Each read of the GGUF parses all its fields (slow: BENCHMARKS.md): the config is read once and given
         # to the model's load, and the plain model below takes a copy made before that load marks it quantized.
         config = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
         plain = copy.deepcopy(config)

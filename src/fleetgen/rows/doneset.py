@@ -9,8 +9,8 @@ enough that a collision among 10M ids has a probability near 1e-25.
 
 A done set over a mapped snapshot (`over`, donefile.py) never writes its table: a write to a private
 mapping copies the page it lands on, and the keys a resume adds (the index frames after the snapshot,
-then each new result) land on random pages, so 200K of them copied most of a 400 MB table (0.4-0.5 s
-at 10M ids). They go into a small table of their own (the tail) instead, and a lookup reads both.
+then each new result) land on random pages, so 200K of them copied most of a 400 MB table
+(BENCHMARKS.md, "figures the code cites"). They go into a small table of their own (the tail) instead, and a lookup reads both.
 The two become one table when the whole table is wanted (a snapshot written, a copy).
 """
 
@@ -236,7 +236,7 @@ class DoneSet:
         view = self._view()
         t_lo, t_hi, t_bits = view[:, 0], view[:, 1], view[:, 2]
         out = np.zeros(len(lo), dtype=np.uint64)
-        at = np.argsort(lo & mask)  # in slot order: the probes walk the table front to back (2x faster at 10M)
+        at = np.argsort(lo & mask)  # in slot order: the probes walk the table front to back (faster: BENCHMARKS.md)
         pos = lo[at] & mask
         while len(at):
             cur = t_bits[pos]

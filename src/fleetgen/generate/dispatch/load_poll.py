@@ -7,9 +7,9 @@ the page says, so endpoints fleetgen did not start work too. A replica that repo
 keeps its starting limit, and the run says so once.
 
 Once the engine is known, the poll asks for its load lines alone (prometheus_client's `name[]`
-filter), unzipped, where the server answers that: vLLM-CPU's whole page is 53 KB of histograms
-that cost its API server 4.6 ms of CPU to serve, the load lines 0.9 KB and 0.5 ms
-(bench/engine_scrape_cost.py).
+filter), unzipped, where the server answers that: vLLM-CPU's whole page is mostly histograms,
+which cost its API server several times the CPU of the load lines alone (bench/engine_scrape_cost.py;
+BENCHMARKS.md, "figures the code cites").
 """
 
 from __future__ import annotations
