@@ -159,3 +159,20 @@ def test_warmup_off_sends_none(tmp_path):
     finally:
         server.stop()
     assert stats.ok == 3 and not any(is_warmup(b) for b in server.bodies) and stats.warmup is None
+
+
+def test_a_row_waiting_for_the_warm_up_records_the_wait_apart_from_its_latency(tmp_path):
+    server = StandinServer(first_use_stall_s=2.0)  # the first request of a sampling path "compiles" for 2 s
+    try:
+        write_prompts(tmp_path / "p.jsonl", 20)
+        generate(cfg(tmp_path, [server.start()], top_p=0.9), handle_signals=False)
+    finally:
+        server.stop()
+    rows = [orjson.loads(x) for x in (tmp_path / "out" / "results.jsonl").read_bytes().splitlines()]
+    timing = [r["timing"] for r in rows]
+    job_start = min(t["started_at"] - t["wait_s"] for t in timing)
+    # No job request went out before the warm-up's compile ended (sleeps are lower bounds), so every row's
+    # send, where its latency starts, is at least 2 s into the job; the wait before it is recorded apart.
+    assert all(t["started_at"] - job_start >= 2.0 for t in timing)
+    assert max(t["wait_s"] for t in timing) >= 2.0
+    assert all(t["wait_s"] >= 0 and t["latency_s"] >= 0 for t in timing)

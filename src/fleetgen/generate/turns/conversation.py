@@ -85,6 +85,7 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
     truncated = False
     ids = TurnIdsLog()
     t0 = time.time()
+    sent: list[float] = []  # when the first request went out: a slot, the warm-up and retries' waits come before
     messages = prompt.messages
     # A prompt without a final answer gets one: the step past the last message (None).
     last = len(messages) if messages[-1]["role"] != "assistant" else len(messages) - 1
@@ -106,7 +107,7 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
                 history.append(dict(m))
             i += 1
             continue
-        step = await _turn(s, prompt, sample, turn, history, profile)
+        step = await _turn(s, prompt, sample, turn, history, profile, sent)
         if isinstance(step, Failed):
             return step
         answer, replica, truncated_turn, body = step
@@ -164,7 +165,10 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
             "replica": replicas[0] if len(replicas) == 1 or len(set(replicas)) == 1 else replicas,
             "model": s.model,
             **_sampling_of(s, profile, first_body or {}),
-            "timing": {"started_at": round(t0, 3), "latency_s": round(time.time() - t0, 3)},
+            # latency from the first request's send; what the sample waited before it (a free slot, a replica's
+            # warm-up) apart, so a job's first rows do not count a kernel compile as the target's latency.
+            "timing": {"started_at": round(sent[0], 3), "latency_s": round(time.time() - sent[0], 3),
+                       "wait_s": round(sent[0] - t0, 3)},
             **({"token_ids": ids.record()} if cfg.token_ids else {}),
         },
         truncated=truncated,
@@ -216,7 +220,7 @@ def _assistant_message(answer: ChatAnswer, calls: list[dict[str, Any]] | None, r
 
 async def _turn(
     s: Session, prompt: PromptRecord, sample: int, turn: int, history: list[dict[str, Any]],
-    profile: SamplingProfile | None = None,
+    profile: SamplingProfile | None = None, sent: list[float] | None = None,
 ) -> Failed | tuple[ChatAnswer, Replica, bool, dict[str, Any]]:
     """One assistant turn, with the truncation policy's one longer retry; Failed, or (answer, replica, truncated, body sent)."""
     cfg = s.config
@@ -230,6 +234,8 @@ async def _turn(
         timeout = cfg.request_timeout_s(max_tokens)
 
         async def call(replica: Replica, body: dict[str, Any] = body, timeout: float = timeout) -> ChatAnswer:
+            if sent is not None and not sent:
+                sent.append(time.time())
             path = s.paths.get(replica.endpoint)
             if path is not None and path.native is not None:
                 return await native_chat(s.http, replica.endpoint, body, timeout, path.native)
