@@ -60,8 +60,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 from real_fleet import start_fleet  # noqa: E402
 
 from fleetgen.fleet import down, read_state  # noqa: E402
-from fleetgen.fleet.usage import cpu_seconds_of  # noqa: E402
 from fleetgen.fleet.engines.base import Engine, metric_labels  # noqa: E402
+from fleetgen.fleet.usage import cpu_seconds_of  # noqa: E402
 from fleetgen.generate import GenerateConfig, Stats, run  # noqa: E402
 from fleetgen.generate.dispatch.load_poll import engine_of_page, load_path  # noqa: E402
 

@@ -44,7 +44,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import orjson
@@ -99,8 +98,8 @@ def bench_write(outdir: Path, n: int, batch: int, snapshot_at: float = 0.0) -> d
 def bench_fence(work: Path, commits: int, batch: int, repeats: int) -> dict:
     """Per-commit wall with and without the lease's fence check, alternating; and the check alone."""
     from fleetgen.generate.journal.directory import Journal
-    from fleetgen.generate.journal.linekey import dumps_line
     from fleetgen.generate.journal.lease import Lease
+    from fleetgen.generate.journal.linekey import dumps_line
 
     line = dumps_line({"id": "row", "sample": 0, "messages": [{"role": "assistant", "content": ANSWER}]})
     lines = [line] * batch
@@ -200,9 +199,9 @@ def _own_cpu() -> float:
 
 
 def child_stream(prompts: Path) -> None:
-    from fleetgen.rows.doneset import DoneSet
-    from fleetgen.generate.prompts.worklist import WorkList
     from fleetgen.generate.observe.stats import Stats
+    from fleetgen.generate.prompts.worklist import WorkList
+    from fleetgen.rows.doneset import DoneSet
 
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 

@@ -130,7 +130,7 @@ async def _get(http: aiohttp.ClientSession, url: str) -> tuple[int, str]:
     try:
         async with http.get(url, timeout=aiohttp.ClientTimeout(total=5)) as r:
             return r.status, await r.text()
-    except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+    except (TimeoutError, aiohttp.ClientError) as e:
         return 0, str(e)
 
 
@@ -185,7 +185,7 @@ class RealReplicas:
                 try:
                     async with http.post(e + "/reset_prefix_cache", timeout=aiohttp.ClientTimeout(total=30)) as r:
                         ok = ok and r.status == 200
-                except (aiohttp.ClientError, asyncio.TimeoutError):
+                except (TimeoutError, aiohttp.ClientError):
                     ok = False
         return ok
 

@@ -26,7 +26,6 @@ import fnmatch
 import hashlib
 import io
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -578,7 +577,7 @@ def cmd_install(a) -> int:
             die(f"install: pip failed with rc {r.returncode}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    log(f"installed; the environment (eval these lines):")
+    log("installed; the environment (eval these lines):")
     print("\n".join(env_lines(target, a.cuda_home)))
     return 0
 

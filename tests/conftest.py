@@ -10,9 +10,9 @@ import os
 from pathlib import Path
 
 import pytest
+from real_fleet import TOOL_SETTINGS, engine_available, start_fleet
 
 from fleetgen.fleet import FleetState, down, read_state
-from real_fleet import TOOL_SETTINGS, engine_available, start_fleet
 
 
 @pytest.fixture(scope="session")

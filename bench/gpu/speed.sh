@@ -6,7 +6,9 @@
 #   s2       stage chunk 2 and .stage/misc, install, the random 176M model, prompts (bench/gpu/h200.sh stage install)
 #   up1      fleetgen up: 1 replica of /tmp/model ($M), then one top_p<1 request (flashinfer's sampling JIT)
 #   prof     one replica: plain c=256, fleetgen native auto, chat auto, native 128: client stacks and engine CPU
-#   abba     the race (A B B A): fleetgen native auto, chat auto, plain at its best concurrency ($PLAIN_C)
+#   race     plain swept over $PLAIN_LEVELS, then A C P P C A: fleetgen native auto, chat auto, plain at its best
+#            level of the sweep; then fleetgen native at a fixed 128 (the 12-06 stall); ratios in race.json
+#   big      down the small fleet; a random Qwen3 of ~4B ($M4B), up, its sampling JIT (then: M=$M4B ... race)
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 REPO=$PWD
@@ -85,6 +87,36 @@ prof) prompts
     fg_arm native_128 110 --concurrency 128
     kill $W 2>/dev/null; tail -12 $OUT/native128-watch.txt | tee -a "$OUT/speed.log"
     cp /tmp/g-native_128/stats.json $OUT/native_128/ 2>/dev/null ;;
+race) prompts; : > $OUT/arms.jsonl
+    for c in ${PLAIN_LEVELS:-256 512 1024}; do plain_arm $c; done
+    PLAIN_C=$(python3 -c "
+import json; a=[json.loads(l) for l in open('$OUT/arms.jsonl') if l.strip()]
+print(max(a, key=lambda x: x['tok_s'])['arm'].split('=')[1])")
+    log "plain's best level: $PLAIN_C"
+    for arm in ${ARMS:-A C P P C A}; do case $arm in
+      A) fg_arm native_auto_$RANDOM ${ARM_LIMIT:-200} ${FG_ARGS:-} ;;
+      C) fg_arm chat_auto_$RANDOM ${ARM_LIMIT:-200} --no-token-ids ${FG_ARGS:-} ;;
+      P) plain_arm $PLAIN_C ;;
+    esac; done
+    [ -n "${FIXED:-128}" ] && fg_arm native_fixed_${FIXED:-128} ${FIXED_LIMIT:-120} --concurrency ${FIXED:-128}
+    python3 - $OUT/arms.jsonl "$PLAIN_C" <<'P' | tee -a "$OUT/speed.log" > $OUT/race.json
+import json, statistics, sys
+arms = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+best = sys.argv[2]
+plain = [a["tok_s"] for a in arms if a["arm"] == f"plain c={best}"]
+out = {"plain_best_level": int(best), "plain_tok_s": plain, "arms": arms}
+for name in ("native_auto", "chat_auto", "native_fixed"):
+    vals = [a["tok_s"] for a in arms if a["arm"].startswith(name)]
+    if vals:
+        out[name] = {"tok_s": vals, "vs_plain_best": round(statistics.mean(vals) / statistics.mean(plain), 3)}
+print(json.dumps({k: v for k, v in out.items() if k != "arms"}))
+P
+    ;;
+big) fleetgen down --state $ST 2>&1 | tail -1
+    [ -f ${M4B:-/tmp/model4b}/config.json ] || python3 bench/gpu/make_model.py --tokenizer /tmp/stage-misc/tok --out ${M4B:-/tmp/model4b} \
+        --template qwen3-thinking --layers 36 --hidden 2560 --heads 32 --kv-heads 8 --intermediate 9728 > $OUT/make4b.log 2>&1
+    log "4B model rc=$? $(du -sh ${M4B:-/tmp/model4b} | cut -f1)"; tail -2 $OUT/make4b.log | tee -a "$OUT/speed.log"
+    M=${M4B:-/tmp/model4b} MEM=${MEM:-0.85} bash bench/gpu/speed.sh up1 ;;
 abba) prompts; for arm in ${ARMS:-A C P P C A}; do case $arm in
       A) fg_arm native_auto_$RANDOM ${ARM_LIMIT:-200} ${FG_ARGS:-} ;;
       C) fg_arm chat_auto_$RANDOM ${ARM_LIMIT:-200} --no-token-ids ${FG_ARGS:-} ;;

@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from fleetgen.fleet import FleetConfig, down, fleet_status, up
     from fleetgen.generate import GenerateConfig
     from fleetgen.mix import MixRecipe, build_mix
-    from fleetgen.rows.prompt import PromptRecord
     from fleetgen.report import build_report
+    from fleetgen.rows.prompt import PromptRecord
     from fleetgen.run import JobConfig, load_job, run_job
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from fleetgen.cli.field_table import literal_values
 from fleetgen.cli.app import all_commands, app, bindings
+from fleetgen.cli.field_table import literal_values
 
 BINDINGS = bindings()
 

@@ -7,7 +7,6 @@ import shutil
 import sys
 
 import pytest
-
 from doctor_fakes import FakeMachine, sm120_nvml
 
 

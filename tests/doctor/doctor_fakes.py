@@ -14,7 +14,6 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 from fleetgen.doctor import DoctorConfig, DoctorReport, Host, env_for_replicas, run_doctor, write_fix
 from fleetgen.doctor.gpus import NvmlSnapshot
 from fleetgen.gpu_info import GpuInfo

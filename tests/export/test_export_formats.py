@@ -6,13 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+from export_helpers import read_jsonl
 
 import fleetgen.export as ex
 from fleetgen.errors import InputError
 from fleetgen.export import ExportConfig, export
 from fleetgen.generate.prompts.reader import normalize
-
-from export_helpers import read_jsonl
 
 
 def _export(run_dir: Path, tmp_path: Path, fmt: str, **kw) -> tuple[ex.ExportSummary, Path]:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from export_helpers import FIXTURES, read_jsonl
+
 from fleetgen.export import ExportConfig
 from fleetgen.export.formats import SpecForgeFormat
-
-from export_helpers import FIXTURES, read_jsonl
 
 SPECFORGE_ROWS = FIXTURES / "specforge" / "rows.jsonl"
 

@@ -13,8 +13,8 @@ import importlib
 from pathlib import Path
 
 import pytest
-
 from export_helpers import read_jsonl
+
 from fleetgen.export import ExportConfig, export
 
 

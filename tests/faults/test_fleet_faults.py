@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from faultkit import audit, cli
 from helpers import write_prompts
-
 from real_fleet import engine_available, start_fleet
+
 from fleetgen.errors import ConfigError, NoReplicaError
 from fleetgen.fleet import down, fleet_status, read_state
 from fleetgen.generate import GenerateConfig, generate

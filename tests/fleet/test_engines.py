@@ -11,8 +11,8 @@ from fleetgen.fleet.config import FleetConfig
 from fleetgen.fleet.devices import cpu_shares, gpu_groups
 from fleetgen.fleet.engines import Phase, ReplicaSpec, get_engine
 from fleetgen.fleet.local import LocalBackend
-from fleetgen.fleet.replica_plan import plan_replicas
 from fleetgen.fleet.probe import compare_configs
+from fleetgen.fleet.replica_plan import plan_replicas
 
 
 def spec(**kw) -> ReplicaSpec:

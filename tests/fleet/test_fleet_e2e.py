@@ -14,8 +14,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from real_fleet import engine_available, free_port_base, start_fleet
+
 from fleetgen.errors import PortInUseError, ReplicaStartError
 from fleetgen.fleet import FleetConfig, down, fleet_status, up
 from fleetgen.fleet.process import process_tree

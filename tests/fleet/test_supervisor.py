@@ -7,8 +7,8 @@ import os
 import signal
 
 import pytest
-
 from real_fleet import engine_available, start_fleet
+
 from fleetgen.fleet import down, fleet_status, read_state
 from fleetgen.fleet.supervisor import Supervisor
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
-
 from real_fleet import engine_available, free_port_base
+
 from fleetgen.errors import FleetError
 from fleetgen.fleet import read_state
 from fleetgen.fleet.process import process_tree

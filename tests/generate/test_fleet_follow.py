@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import logging
 import asyncio
+import logging
 
 from fleetgen.fleet.state import FleetState, ReplicaState, write_state
 from fleetgen.generate.dispatch.dispatcher import Dispatcher, DispatchPolicy

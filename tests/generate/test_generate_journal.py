@@ -12,8 +12,8 @@ from fleetgen.generate.journal.directory import ERRORS, RESULTS, Journal
 from fleetgen.generate.journal.identity import check_identity
 from fleetgen.generate.journal.linekey import dumps_line
 from fleetgen.generate.journal.loaddone import load_done
-from fleetgen.generate.journal.torn import repair
 from fleetgen.generate.journal.outcomes import Batch, Completed, Failed, Skipped, record
+from fleetgen.generate.journal.torn import repair
 from fleetgen.generate.observe.stats import Stats
 
 

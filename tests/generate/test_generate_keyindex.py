@@ -21,12 +21,12 @@ import orjson
 import pytest
 
 from fleetgen.generate.journal import keyindex
-from fleetgen.rows.doneset import DoneSet, id_hash
 from fleetgen.generate.journal.directory import ERRORS, RESULTS, Journal
+from fleetgen.generate.journal.keyindex import INDEX, read_index
 from fleetgen.generate.journal.linekey import dumps_line
 from fleetgen.generate.journal.loaddone import load_done
 from fleetgen.generate.journal.torn import repair
-from fleetgen.generate.journal.keyindex import INDEX, read_index
+from fleetgen.rows.doneset import DoneSet, id_hash
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 

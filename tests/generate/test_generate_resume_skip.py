@@ -15,14 +15,13 @@ from helpers import read_jsonl
 from standin_server import StandinServer
 
 from fleetgen.generate import GenerateConfig, generate
-from fleetgen.generate.prompts import worklist as worklist_mod
 from fleetgen.generate.journal.directory import ERRORS, RESULTS
 from fleetgen.generate.journal.linekey import dumps_line
-from fleetgen.rows.doneset import DoneSet
-from fleetgen.generate.prompts.reader import normalize
-from fleetgen.generate.prompts.reader import raw_id, surely_valid
-from fleetgen.generate.prompts.worklist import WorkList
 from fleetgen.generate.observe.stats import Stats
+from fleetgen.generate.prompts import worklist as worklist_mod
+from fleetgen.generate.prompts.reader import normalize, raw_id, surely_valid
+from fleetgen.generate.prompts.worklist import WorkList
+from fleetgen.rows.doneset import DoneSet
 from fleetgen.rows.prompt import RecordError
 
 MISSING = object()

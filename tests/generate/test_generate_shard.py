@@ -16,18 +16,18 @@ from pathlib import Path
 
 import orjson
 import pytest
-from helpers import keys_across_shards, read_jsonl, write_prompts
+from helpers import keys_across_shards, write_prompts
 
 import fleetgen.generate.prompts.worklist as worklist_mod
 import fleetgen.generate.runner as runner_mod
 from fleetgen.errors import ConfigError, ResumeMismatchError
 from fleetgen.export.results import iter_errors, iter_results
 from fleetgen.generate import GenerateConfig, generate
-from fleetgen.rows.doneset import DoneSet
-from fleetgen.generate.prompts.worklist import WorkList
 from fleetgen.generate.config.partition import Shard
 from fleetgen.generate.observe.stats import Stats
+from fleetgen.generate.prompts.worklist import WorkList
 from fleetgen.report.data import load_run
+from fleetgen.rows.doneset import DoneSet
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 

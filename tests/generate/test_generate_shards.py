@@ -16,15 +16,15 @@ from pathlib import Path
 import orjson
 import psutil
 import pytest
-from helpers import keys_across_shards, read_jsonl, write_prompts
+from helpers import keys_across_shards, write_prompts
 from standin_server import StandinServer
 
 from fleetgen.errors import ConfigError
 from fleetgen.export.results import iter_results
 from fleetgen.generate import GenerateConfig, generate
 from fleetgen.generate.dispatch.target import resolve_target
-from fleetgen.generate.shards.run import shard_configs
 from fleetgen.generate.shards.outcome import check_visible
+from fleetgen.generate.shards.run import shard_configs
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 

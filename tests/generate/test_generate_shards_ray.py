@@ -14,8 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from helpers import write_prompts
-from helpers import keys_across_shards
+from helpers import keys_across_shards, write_prompts
 from test_generate_shards import holder_of, wait_for_bytes
 
 from fleetgen.errors import FleetgenError
@@ -126,9 +125,9 @@ def test_a_shard_retried_while_its_old_attempt_still_runs_waits_for_it_and_rows_
     from fleetgen.errors import LeaseHeldError
     from fleetgen.fleet.ray_backend import connect
     from fleetgen.generate import generate
+    from fleetgen.generate.config.partition import Shard
     from fleetgen.generate.journal.lease import lease_name
     from fleetgen.generate.shards.ray_tasks import shard_task
-    from fleetgen.generate.config.partition import Shard
     from fleetgen.generate.shards.run import MARKER_PREFIX
 
     n, window = 40, 2

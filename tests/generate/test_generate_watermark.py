@@ -24,21 +24,18 @@ import pytest
 from helpers import assert_exactly_once, read_jsonl, write_prompts
 from standin_server import StandinServer
 
-from fleetgen.generate.journal import claimsfile
-
-from fleetgen.generate.journal import donefile
-
+from fleetgen.generate.config.partition import Shard
 from fleetgen.generate.journal import checkpoint as watermark
-from fleetgen.rows.doneset import id_hash
+from fleetgen.generate.journal import claimsfile, donefile
+from fleetgen.generate.journal.checkpoint import CheckpointProgress, checkpoint_name, job_digest, read_checkpoint
 from fleetgen.generate.journal.directory import Journal
 from fleetgen.generate.journal.loaddone import load_done
-from fleetgen.rows.files import journal_names
 from fleetgen.generate.journal.outcomes import Batch, Completed, Failed, record
+from fleetgen.generate.observe.stats import Stats
 from fleetgen.generate.prompts.reader import fingerprint
 from fleetgen.generate.prompts.worklist import WorkList
-from fleetgen.generate.config.partition import Shard
-from fleetgen.generate.observe.stats import Stats
-from fleetgen.generate.journal.checkpoint import CheckpointProgress, checkpoint_name, job_digest, read_checkpoint
+from fleetgen.rows.doneset import id_hash
+from fleetgen.rows.files import journal_names
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 

@@ -12,9 +12,9 @@ from helpers import read_jsonl, write_prompts
 
 from fleetgen.errors import ResumeMismatchError
 from fleetgen.generate import GenerateConfig, generate
-from fleetgen.rows.history import HISTORY, identity_digest, read_history
 from fleetgen.report import build_report, load_run
 from fleetgen.report.identities import identity_rows
+from fleetgen.rows.history import HISTORY, identity_digest, read_history
 
 
 def cfg(tmp_path, url, **kw) -> GenerateConfig:

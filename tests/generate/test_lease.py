@@ -8,8 +8,8 @@ certainly still writing when the second starts (no timing). The Ray retry: test_
 
 from __future__ import annotations
 
-import logging
 import fcntl
+import logging
 import os
 import socket
 import subprocess
@@ -25,8 +25,8 @@ from standin_server import StandinServer
 from fleetgen.errors import LeaseHeldError, LeaseLostError
 from fleetgen.generate import GenerateConfig, generate
 from fleetgen.generate.journal.directory import Journal
-from fleetgen.generate.journal.linekey import dumps_line
 from fleetgen.generate.journal.lease import Lease, lease_name
+from fleetgen.generate.journal.linekey import dumps_line
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 

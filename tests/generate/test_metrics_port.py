@@ -148,7 +148,7 @@ def test_a_live_job_stays_running_when_the_wall_clock_steps(tmp_path, monkeypatc
 def test_status_shows_each_replicas_limit_added_up_over_the_live_jobs_driving_it():
     import time
 
-    from fleetgen.cli.fleet import job_line, job_limits
+    from fleetgen.cli.fleet import job_limits, job_line
     from fleetgen.fleet.jobs import JobProgress
 
     common = dict(create_time=0.0, output_dir="/out", updated_at=time.time(), total=10, done=4, ok=4, errors=0,

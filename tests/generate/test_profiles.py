@@ -15,9 +15,9 @@ from standin_server import StandinServer
 
 from fleetgen.errors import ConfigError, ResumeMismatchError
 from fleetgen.generate import GenerateConfig, generate
-from fleetgen.generate.turns.conversation import derived_seed
 from fleetgen.generate.config.profiles import NOT_SAMPLING, SamplingProfile, assign
 from fleetgen.generate.dispatch.warmup import WARMUP_PROMPT
+from fleetgen.generate.turns.conversation import derived_seed
 
 PROFILES = [
     {"name": "direct", "weight": 1, "temperature": 0.3, "thinking": False},

@@ -22,8 +22,8 @@ from standin_server import StandinServer
 from fleetgen.errors import MissingTokenIdsError
 from fleetgen.export import ExportConfig, export
 from fleetgen.generate import GenerateConfig, generate
-from fleetgen.rows.stats_file import merge_stats
 from fleetgen.report import build_report
+from fleetgen.rows.stats_file import merge_stats
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 SGLANG_REFUSAL = "return_prompt_token_ids is not supported with streaming"

@@ -10,8 +10,8 @@ from fleetgen.errors import ConfigError
 from fleetgen.mix.adapters import ADAPTERS, get_adapter
 from fleetgen.mix.build import make_record
 from fleetgen.mix.recipe import SourceSpec
-from fleetgen.rows.prompt import RecordError, validate_prompt_record
 from fleetgen.mix.sources import BadLine, RowSource
+from fleetgen.rows.prompt import RecordError, validate_prompt_record
 
 
 def load(fixtures, adapter, filename, **spec):

@@ -6,12 +6,11 @@ import json
 from collections import Counter
 
 import pytest
+from mixhelpers import seed_recipe, write_synthetic
 
 from fleetgen.config import validate
 from fleetgen.errors import InputError
 from fleetgen.mix import DOMAINS, MixRecipe, build_mix, read_prompt_records, validate_prompt_record
-
-from mixhelpers import seed_recipe, write_synthetic
 
 
 def recipe(data: dict) -> MixRecipe:

@@ -7,11 +7,11 @@ import sys
 
 import pytest
 import yaml
+from mixhelpers import seed_recipe
 
 from fleetgen.config import validate
 from fleetgen.errors import ConfigError, InputError
 from fleetgen.mix import MixRecipe, build_mix, load_recipe
-from mixhelpers import seed_recipe
 
 
 def write(tmp_path, data) -> str:

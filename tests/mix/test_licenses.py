@@ -8,14 +8,13 @@ import sys
 
 import pytest
 import yaml
+from mixhelpers import seed_recipe
 
 from fleetgen.config import validate
 from fleetgen.errors import ConfigError
 from fleetgen.mix import MixRecipe, build_mix, read_prompt_records
 from fleetgen.mix.adapters import ADAPTERS
 from fleetgen.mix.licenses import commercial_use
-
-from mixhelpers import seed_recipe
 
 # The `license:` of each seed dataset's card (checked 2026-12): the adapters must record these.
 SEED_LICENSES = {

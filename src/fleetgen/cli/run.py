@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -31,8 +31,8 @@ def cmd_run(
     job_file: Annotated[Path, typer.Argument(help="Job YAML: doctor, fleet, mix, generate, export, report sections.")],
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in the job's workdir; finished stages are skipped.")] = False,
     keep_fleet: Annotated[bool, typer.Option("--keep-fleet", help="Leave the fleet running after generate.")] = False,
-    metrics_port: Annotated[Optional[int], typer.Option(help=_h("GenerateConfig", "metrics_port"))] = None,
-    metrics_host: Annotated[Optional[str], typer.Option(help=_h("GenerateConfig", "metrics_host"))] = None,
+    metrics_port: Annotated[int | None, typer.Option(help=_h("GenerateConfig", "metrics_port"))] = None,
+    metrics_host: Annotated[str | None, typer.Option(help=_h("GenerateConfig", "metrics_host"))] = None,
     metrics_allow_remote: Annotated[
         bool, typer.Option("--metrics-allow-remote", help=_h("GenerateConfig", "metrics_allow_remote"))
     ] = False,

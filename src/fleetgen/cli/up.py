@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from fleetgen.cli._config import Binding
 from fleetgen.cli._config import choices as _c
 from fleetgen.cli._config import default as _d
-from fleetgen.cli.fleet import ApiKeyOpt, StateOpt
 from fleetgen.cli._config import field_help as _h
+from fleetgen.cli.fleet import ApiKeyOpt, StateOpt
 from fleetgen.fleet import FleetConfig
 
 F = "FleetConfig"
@@ -24,26 +24,26 @@ def cmd_up(
     ctx: typer.Context,
     engine: Annotated[str, typer.Option(metavar=_c(F, "engine"), help=_h(F, "engine"))] = _d(F, "engine"),
     model: Annotated[str, typer.Option(help=_h(F, "model"))] = _d(F, "model"),
-    replicas: Annotated[Optional[int], typer.Option(help=_h(F, "replicas"))] = _d(F, "replicas"),
+    replicas: Annotated[int | None, typer.Option(help=_h(F, "replicas"))] = _d(F, "replicas"),
     gpus: Annotated[str, typer.Option(help=_h(F, "gpus"))] = _d(F, "gpus"),
     tp: Annotated[int, typer.Option(help=_h(F, "tp"))] = _d(F, "tp"),
     replicas_per_gpu: Annotated[int, typer.Option(help=_h(F, "replicas_per_gpu"))] = _d(F, "replicas_per_gpu"),
     host: Annotated[str, typer.Option(help=_h(F, "host"))] = _d(F, "host"),
     port_base: Annotated[int, typer.Option(help=_h(F, "port_base"))] = _d(F, "port_base"),
     max_running_requests: Annotated[
-        Optional[int], typer.Option(help=_h(F, "max_running_requests"))
+        int | None, typer.Option(help=_h(F, "max_running_requests"))
     ] = _d(F, "max_running_requests"),
-    context_length: Annotated[Optional[int], typer.Option(help=_h(F, "context_length"))] = _d(F, "context_length"),
+    context_length: Annotated[int | None, typer.Option(help=_h(F, "context_length"))] = _d(F, "context_length"),
     enforce_eager: Annotated[bool, typer.Option(help=_h(F, "enforce_eager"))] = _d(F, "enforce_eager"),
-    tool_call_parser: Annotated[Optional[str], typer.Option(help=_h(F, "tool_call_parser"))] = _d(F, "tool_call_parser"),
-    python: Annotated[Optional[str], typer.Option(help=_h(F, "python"))] = _d(F, "python"),
+    tool_call_parser: Annotated[str | None, typer.Option(help=_h(F, "tool_call_parser"))] = _d(F, "tool_call_parser"),
+    python: Annotated[str | None, typer.Option(help=_h(F, "python"))] = _d(F, "python"),
     doctor: Annotated[bool, typer.Option(help=_h(F, "doctor"))] = _d(F, "doctor"),
-    fix_dir: Annotated[Optional[Path], typer.Option(help=_h(F, "fix_dir"))] = _d(F, "fix_dir"),
+    fix_dir: Annotated[Path | None, typer.Option(help=_h(F, "fix_dir"))] = _d(F, "fix_dir"),
     startup_timeout: Annotated[float, typer.Option(help=_h(F, "startup_timeout_s"))] = _d(F, "startup_timeout_s"),
-    ray: Annotated[Optional[str], typer.Option("--ray", metavar="ADDRESS|auto", help=_h(F, "ray"))] = _d(F, "ray"),
+    ray: Annotated[str | None, typer.Option("--ray", metavar="ADDRESS|auto", help=_h(F, "ray"))] = _d(F, "ray"),
     state: StateOpt = _d(F, "state_dir"),
     api_key: ApiKeyOpt = _d(F, "api_key"),
-    config: Annotated[Optional[Path], typer.Option(help="YAML file with a fleet config; flags given override it.")] = None,
+    config: Annotated[Path | None, typer.Option(help="YAML file with a fleet config; flags given override it.")] = None,
 ) -> None:
     """Start a data-parallel fleet and return once every replica is verified. Engine flags go after `--`."""
     import asyncio

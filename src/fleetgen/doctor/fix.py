@@ -11,7 +11,7 @@ import shlex
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from fleetgen.doctor.report import DoctorReport, OverlayPlan, Status
@@ -107,7 +107,7 @@ def write_fix(report: DoctorReport, fix_dir: str | Path, *, env: Mapping[str, st
 def render_env_script(plan: FixPlan, report: DoctorReport, script: Path) -> str:
     lines = [
         "# Written by `fleetgen doctor --fix`; source it before starting an engine:  . " + shlex.quote(str(ENV_SCRIPT)),
-        f"# {datetime.now(timezone.utc).isoformat(timespec='seconds')}; fixes: "
+        f"# {datetime.now(UTC).isoformat(timespec='seconds')}; fixes: "
         + ", ".join(c.id for c in report.checks if c.fix and c.status in (Status.WARN, Status.FAIL)),
     ]
     for var, value in plan.env.items():

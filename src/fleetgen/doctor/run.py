@@ -11,11 +11,11 @@ from fleetgen.doctor.cubin import check_cubin, probe_flashinfer
 from fleetgen.doctor.engine_import import check_engine_import, probe_import
 from fleetgen.doctor.gpus import check_gpus
 from fleetgen.doctor.host import Host
-from fleetgen.doctor.token_path import check_token_path
 from fleetgen.doctor.kernels import check_kernels, check_loader, probe_kernels
 from fleetgen.doctor.memory import check_memory
 from fleetgen.doctor.modelinfo import ModelInfo, read_model
 from fleetgen.doctor.report import Check, DoctorReport, Status
+from fleetgen.doctor.token_path import check_token_path
 from fleetgen.doctor.toolchain import check_toolchain, inspect_toolchain, overlay_plan
 from fleetgen.doctor.torch_check import check_torch, probe_torch
 from fleetgen.errors import FleetgenError

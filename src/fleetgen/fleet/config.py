@@ -105,7 +105,7 @@ class FleetConfig(StrictModel):
         return ",".join(str(i) for i in ids)
 
     @model_validator(mode="after")
-    def _check_sharing(self) -> "FleetConfig":
+    def _check_sharing(self) -> FleetConfig:
         if self.replicas_per_gpu > 1 and self.ray is not None:
             raise ValueError("replicas_per_gpu > 1 is for local fleets; a Ray fleet places one replica per GPU group")
         if self.replicas_per_gpu > 1 and self.gpus == "none":

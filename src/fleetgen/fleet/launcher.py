@@ -16,11 +16,17 @@ from fleetgen.fleet.backend import Backend, Launch, StartedReplica
 from fleetgen.fleet.backend_lookup import backend_for, backend_for_config
 from fleetgen.fleet.config import FleetConfig
 from fleetgen.fleet.devices import sharing_waves
-from fleetgen.fleet.interrupt import cancel_on_signals
 from fleetgen.fleet.engines import ReplicaSpec, get_engine
+from fleetgen.fleet.interrupt import cancel_on_signals
 from fleetgen.fleet.replica_plan import api_key_of, plan_replicas
 from fleetgen.fleet.state import (
-    FleetState, ReplicaState, clear_state, ensure_state_dir, read_state, record_replica, write_state,
+    FleetState,
+    ReplicaState,
+    clear_state,
+    ensure_state_dir,
+    read_state,
+    record_replica,
+    write_state,
 )
 from fleetgen.fleet.verify import SHARING_SOFT_FIELDS, SOFT_CONFIG_FIELDS, ProgressCallback, record_configs, wait_ready
 

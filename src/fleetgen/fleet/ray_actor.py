@@ -15,8 +15,8 @@ from fleetgen.errors import PortInUseError
 from fleetgen.fleet.devices import claim_cores
 from fleetgen.fleet.engines import ReplicaSpec, get_engine
 from fleetgen.fleet.net import check_port_free, free_port
-from fleetgen.fleet.replica_plan import engine_cache_dir
 from fleetgen.fleet.process import stop_processes
+from fleetgen.fleet.replica_plan import engine_cache_dir
 from fleetgen.fleet.spawn import describe, spawn
 from fleetgen.fleet.state import ReplicaState
 from fleetgen.fleet.usage import gpu_memory_of, memory_of

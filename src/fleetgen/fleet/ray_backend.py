@@ -221,7 +221,7 @@ class RayBackend:
         pg = placement_group([bundle], strategy="STRICT_PACK", name=name, lifetime="detached")
         try:
             await asyncio.wait_for(pg.ready(), timeout=config.ray_schedule_timeout_s)
-        except (TimeoutError, asyncio.TimeoutError):
+        except TimeoutError:
             remove_placement_group(pg)
             raise FleetError(
                 f"Ray cannot place replica {spec.index} ({bundle}) within {config.ray_schedule_timeout_s:.0f}s; "

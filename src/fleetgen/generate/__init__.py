@@ -34,13 +34,13 @@ __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
     from fleetgen.generate.config import GenerateConfig
-    from fleetgen.generate.journal.outcomes import Completed, Failed, Outcome, Skipped
     from fleetgen.generate.config.profiles import SamplingProfile
+    from fleetgen.generate.journal.outcomes import Completed, Failed, Outcome, Skipped
+    from fleetgen.generate.observe.stats import ReplicaStats, Stats
     from fleetgen.generate.prompts.reader import BadRow, PromptRecord, normalize, read_prompts
     from fleetgen.generate.prompts.stamp import stamped_fingerprint
     from fleetgen.generate.runner import generate, run
-    from fleetgen.generate.shards.run import ShardedRun, run_shards
     from fleetgen.generate.shards.outcome import ShardDone, ShardFailed, ShardOutcome
-    from fleetgen.generate.observe.stats import ReplicaStats, Stats
+    from fleetgen.generate.shards.run import ShardedRun, run_shards
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

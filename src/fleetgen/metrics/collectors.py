@@ -16,7 +16,6 @@ from prometheus_client.registry import Collector
 
 from fleetgen.metrics.catalog import GENERATE, LATENCY_BUCKETS_S, RUN, MetricSpec
 
-
 _SPECS = {s.name: s for s in GENERATE + RUN}
 _FAMILY = {"counter": CounterMetricFamily, "gauge": GaugeMetricFamily, "histogram": HistogramMetricFamily}
 _LE = tuple(repr(b) for b in LATENCY_BUCKETS_S) + ("+Inf",)

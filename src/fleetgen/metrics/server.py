@@ -10,7 +10,6 @@ from fleetgen.errors import ConfigError
 from fleetgen.fleet.net import is_loopback
 from fleetgen.metrics.collectors import GenerateCollector, RunCollector
 
-
 REMOTE_HINT = "bind 127.0.0.1 (the default), or set metrics_allow_remote (--metrics-allow-remote) to serve it off this host"
 
 

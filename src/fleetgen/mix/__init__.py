@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from fleetgen.mix.build import build_mix
     from fleetgen.mix.domains import DOMAINS
     from fleetgen.mix.recipe import FilterSpec, MixRecipe, QuotaSpec, SourceSpec, load_recipe
-    from fleetgen.rows.prompt import PromptRecord, validate_prompt_record
     from fleetgen.mix.summary import MixSummary, SourceStats
     from fleetgen.mix.writer import read_prompt_records
+    from fleetgen.rows.prompt import PromptRecord, validate_prompt_record
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -22,13 +22,13 @@ from fleetgen.mix.dedup import Signer, dedup_text, exact_key, near_duplicates
 from fleetgen.mix.domains import DOMAINS, assign_domain
 from fleetgen.mix.filters import filter_reason, prompt_tokens, token_counter
 from fleetgen.mix.lang import detect_language
+from fleetgen.mix.licenses import UNKNOWN, commercial_use
 from fleetgen.mix.quotas import allocate, select
 from fleetgen.mix.recipe import MixRecipe, SourceSpec
-from fleetgen.rows.prompt import PromptRecord, RecordError
 from fleetgen.mix.sources import BadLine, RowSource
 from fleetgen.mix.summary import MixSummary, SourceStats
-from fleetgen.mix.licenses import UNKNOWN, commercial_use
 from fleetgen.mix.writer import Spool, ordered, output_format, write_records
+from fleetgen.rows.prompt import PromptRecord, RecordError
 
 Log = Callable[[str], None]
 DOMAIN_INDEX = {d: i for i, d in enumerate(DOMAINS)}

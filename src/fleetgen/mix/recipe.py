@@ -125,7 +125,7 @@ class MixRecipe(StrictModel):
     filters: FilterSpec = Field(default_factory=FilterSpec, description="Filters applied before dedup and quotas.")
 
     @model_validator(mode="after")
-    def _unique_names(self) -> "MixRecipe":
+    def _unique_names(self) -> MixRecipe:
         seen: set[str] = set()
         for s in self.sources:
             if s.name in seen:

@@ -47,7 +47,7 @@ def record_identity(outdir: Path, identity: dict[str, Any], *, previous: Any = N
         if not known and isinstance(previous, dict) and previous != identity:
             lines.append({"job": identity_digest(previous), "since": None, "forced": False, "identity": previous})
         if digest not in known:
-            now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+            now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
             lines.append({"job": digest, "since": now, "forced": forced, "identity": identity})
         if lines:
             f.write(b"".join(orjson.dumps(e) + b"\n" for e in lines))

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from fleetgen.run.config import JobConfig
 from fleetgen.run.book import fingerprint
+from fleetgen.run.config import JobConfig
 
 if TYPE_CHECKING:
     from fleetgen.metrics import MetricsServer

@@ -11,13 +11,18 @@ from pathlib import Path
 import pytest
 
 from fleetgen.errors import EngineError
+from fleetgen.fleet import local
 from fleetgen.fleet.config import FleetConfig
 from fleetgen.fleet.engines import ReplicaSpec, get_engine
-from fleetgen.fleet.engines.sglang_versions import flag_notes, version_tuple
 from fleetgen.fleet.engines.sglang_validate import (
-    DEFAULT_PYTHON, Verdicts, check_command_lines, raise_for_rejected, sglang_python, validate_command_lines,
+    DEFAULT_PYTHON,
+    Verdicts,
+    check_command_lines,
+    raise_for_rejected,
+    sglang_python,
+    validate_command_lines,
 )
-from fleetgen.fleet import local
+from fleetgen.fleet.engines.sglang_versions import flag_notes, version_tuple
 from fleetgen.fleet.replica_plan import plan_replicas
 from fleetgen.fleet.spawn import redact
 from fleetgen.gpu_info import GpuInfo

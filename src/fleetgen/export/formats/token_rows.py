@@ -20,9 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fleetgen.rows.token_ids import TurnIds
 from fleetgen.rows.markup import THINK_CLOSE
-
+from fleetgen.rows.token_ids import TurnIds
 
 
 @dataclass(frozen=True)

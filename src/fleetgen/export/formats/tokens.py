@@ -42,8 +42,8 @@ from fleetgen.export.config import ExportConfig
 from fleetgen.export.formats.base import Format, Row, RowRejected, clean_message
 from fleetgen.export.formats.token_rows import IdRow, chained_rows, think_close_id
 from fleetgen.export.results import reasoning_policy, row_id
-from fleetgen.rows.token_ids import MISSING, TurnIds, missing_turns, recorded_turns
 from fleetgen.rows.markup import THINK_CLOSE
+from fleetgen.rows.token_ids import MISSING, TurnIds, missing_turns, recorded_turns
 
 NOT_REQUESTED = "not requested"  # a record without ids at all: --no-token-ids, or a fleetgen older than token ids
 

@@ -12,7 +12,14 @@ import os
 
 from fleetgen.errors import EngineError
 from fleetgen.fleet.engines.base import (
-    Engine, FatalPattern, LazyRegex, Metrics, Phase, ReplicaSpec, metric_totals, without_flag,
+    Engine,
+    FatalPattern,
+    LazyRegex,
+    Metrics,
+    Phase,
+    ReplicaSpec,
+    metric_totals,
+    without_flag,
 )
 from fleetgen.fleet.engines.sglang_validate import validate_command_lines
 from fleetgen.fleet.engines.sharing import given_share

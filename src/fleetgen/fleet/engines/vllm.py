@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from fleetgen.fleet.engines.base import (
-    Engine, FatalPattern, LazyRegex, Metrics, Phase, ReplicaSpec, metric_labels, metric_totals, without_flag,
+    Engine,
+    FatalPattern,
+    LazyRegex,
+    Metrics,
+    Phase,
+    ReplicaSpec,
+    metric_labels,
+    metric_totals,
+    without_flag,
 )
 from fleetgen.fleet.engines.sharing import given_share
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from fleetgen.errors import FleetgenError
 from fleetgen.fleet.state import read_state, state_path
-from fleetgen.generate.dispatch.dispatcher import Dispatcher
 from fleetgen.generate.config.partition import Shard
+from fleetgen.generate.dispatch.dispatcher import Dispatcher
 
 log = logging.getLogger(__name__)
 

@@ -27,12 +27,12 @@ from typing import Any
 
 import aiohttp
 
-from fleetgen.generate.dispatch.client import Rejected, TransientError, backoff_delay, chat
 from fleetgen.generate.config import GenerateConfig
-from fleetgen.generate.dispatch.dispatcher import Dispatcher
-from fleetgen.generate.dispatch.replica import Replica
 from fleetgen.generate.config.profiles import SamplingProfile, apply
 from fleetgen.generate.dispatch.answer_ids import REQUEST_FIELDS as TOKEN_ID_FIELDS
+from fleetgen.generate.dispatch.client import Rejected, TransientError, backoff_delay, chat
+from fleetgen.generate.dispatch.dispatcher import Dispatcher
+from fleetgen.generate.dispatch.replica import Replica
 
 log = logging.getLogger(__name__)
 

@@ -36,11 +36,11 @@ import numpy as np
 import orjson
 
 from fleetgen.atomic import write_atomic
-from fleetgen.version import __version__
 from fleetgen.generate.journal import claimsfile
+from fleetgen.generate.journal.keyindex import last_line_crc
 from fleetgen.generate.journal.prefixclaims import CLAIM_DTYPE, ClaimBuffer, PrefixClaims
 from fleetgen.rows.doneset import U64
-from fleetgen.generate.journal.keyindex import last_line_crc
+from fleetgen.version import __version__
 
 log = logging.getLogger(__name__)
 

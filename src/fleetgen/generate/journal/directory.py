@@ -18,12 +18,11 @@ from typing import Any
 
 import orjson
 
+from fleetgen.atomic import fsync_dir
 from fleetgen.errors import OutputError
-from fleetgen.generate.journal import donefile
-from fleetgen.generate.journal import keyindex
+from fleetgen.generate.journal import donefile, keyindex
 from fleetgen.generate.journal.linekey import KEY_RE, key_of
 from fleetgen.generate.journal.loaddone import read_done
-from fleetgen.atomic import fsync_dir
 from fleetgen.generate.journal.outdir import make_output_dir, output_error
 from fleetgen.generate.journal.torn import repair
 from fleetgen.rows.doneset import DoneSet, id_hash

@@ -34,8 +34,8 @@ import numpy as np
 import xxhash
 
 from fleetgen.atomic import atomic_file
-from fleetgen.rows.doneset import DoneSet
 from fleetgen.generate.journal.keyindex import KEY_DTYPE, keys_array, last_line_crc, tail_crc
+from fleetgen.rows.doneset import DoneSet
 
 _MAGIC = b"FGDONE1\n"
 # table log2 slots, occupied slots, results, errors, results end and its line's CRC, errors end and

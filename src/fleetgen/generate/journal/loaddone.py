@@ -12,8 +12,7 @@ import numpy as np
 import orjson
 
 from fleetgen.atomic import commit, temp_path
-from fleetgen.generate.journal import donefile
-from fleetgen.generate.journal import keyindex
+from fleetgen.generate.journal import donefile, keyindex
 from fleetgen.generate.journal.linekey import KEY_RE, key_of
 from fleetgen.rows.doneset import DoneSet, id_hash
 from fleetgen.rows.files import journal_names

@@ -6,10 +6,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetgen.generate.journal.linekey import dumps_line
-from fleetgen.rows.doneset import DoneSet, id_hash
 from fleetgen.generate.observe.stats import Stats
+from fleetgen.rows.doneset import DoneSet, id_hash
 from fleetgen.rows.result import FailureKind, ResultRow
-
 
 
 @dataclass(frozen=True)

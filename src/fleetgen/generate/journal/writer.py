@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 from fleetgen.errors import OutputError
 from fleetgen.generate.journal.directory import Journal
-from fleetgen.rows.doneset import DoneSet
 from fleetgen.generate.journal.outcomes import Batch, Outcome, record
 from fleetgen.generate.observe.stats import Stats
+from fleetgen.rows.doneset import DoneSet
 
 _CLOSE = object()
 

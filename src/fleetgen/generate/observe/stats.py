@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetgen.rows.token_ids import MISSING
 from fleetgen.metrics.catalog import LATENCY_BUCKETS_S
+from fleetgen.rows.token_ids import MISSING
 
 Clock = Callable[[], float]
 

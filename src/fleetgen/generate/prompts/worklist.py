@@ -16,7 +16,13 @@ from fleetgen.generate.journal.checkpoint import CheckpointProgress
 from fleetgen.generate.journal.outcomes import Batch, Failed, Skipped, record
 from fleetgen.generate.observe.stats import Stats
 from fleetgen.generate.prompts.reader import (
-    BadRow, PromptRecord, iter_rows, iter_rows_at, prompt_of, raw_id, surely_valid,
+    BadRow,
+    PromptRecord,
+    iter_rows,
+    iter_rows_at,
+    prompt_of,
+    raw_id,
+    surely_valid,
 )
 from fleetgen.rows.doneset import U64, DoneSet, id_hash
 

@@ -17,8 +17,8 @@ from ray.exceptions import RayError, RayTaskError
 from fleetgen.errors import FleetgenError
 from fleetgen.fleet.ray_backend import connect
 from fleetgen.generate.config import GenerateConfig
-from fleetgen.generate.runner import generate
 from fleetgen.generate.config.partition import Shard
+from fleetgen.generate.runner import generate
 from fleetgen.generate.shards.outcome import ShardDone, ShardFailed, ShardOutcome, check_visible
 from fleetgen.logs import install_plain
 

@@ -26,12 +26,12 @@ from typing import Any, Literal
 from fleetgen.errors import ConfigError, FleetgenError, OutputError
 from fleetgen.fleet.state import read_state
 from fleetgen.generate.config import GenerateConfig
-from fleetgen.generate.runner import generate
-from fleetgen.generate.dispatch.target import resolve_target
 from fleetgen.generate.config.partition import Shard
+from fleetgen.generate.dispatch.target import resolve_target
+from fleetgen.generate.runner import generate
 from fleetgen.generate.shards.outcome import ShardDone, ShardFailed, ShardOutcome
-from fleetgen.rows.stats_file import merge_stats
 from fleetgen.logs import child_env, install_plain
+from fleetgen.rows.stats_file import merge_stats
 
 log = logging.getLogger(__name__)
 

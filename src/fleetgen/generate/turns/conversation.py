@@ -11,21 +11,21 @@ from typing import Any
 import aiohttp
 
 from fleetgen.errors import MissingTokenIdsError
-from fleetgen.generate.dispatch.client import ChatAnswer, IdsRefused, Rejected, TransientError, chat_or_without_ids
 from fleetgen.generate.config import GenerateConfig
-from fleetgen.generate.dispatch.dispatcher import Dispatcher
-from fleetgen.generate.dispatch.replica import Replica
-from fleetgen.generate.journal.outcomes import Completed, Failed, Outcome
-from fleetgen.generate.turns.native import native_chat
-from fleetgen.generate.turns.paths import TurnPath
-from fleetgen.generate.dispatch.prefix_map import prefix_blocks
 from fleetgen.generate.config.profiles import SamplingProfile, assign, row_sampling
 from fleetgen.generate.config.profiles import apply as apply_profile
-from fleetgen.generate.prompts.reader import PromptRecord
 from fleetgen.generate.dispatch.answer_ids import REQUEST_FIELDS as TOKEN_ID_FIELDS
-from fleetgen.rows.token_ids import MISSING, REFUSED, TurnIdsLog
+from fleetgen.generate.dispatch.client import ChatAnswer, IdsRefused, Rejected, TransientError, chat_or_without_ids
+from fleetgen.generate.dispatch.dispatcher import Dispatcher
+from fleetgen.generate.dispatch.prefix_map import prefix_blocks
+from fleetgen.generate.dispatch.replica import Replica
+from fleetgen.generate.journal.outcomes import Completed, Failed, Outcome
+from fleetgen.generate.prompts.reader import PromptRecord
+from fleetgen.generate.turns.native import native_chat
+from fleetgen.generate.turns.paths import TurnPath
 from fleetgen.generate.turns.tool_turns import FollowUp, follow_up
-from fleetgen.rows.markup import THINK_OPEN, THINK_CLOSE
+from fleetgen.rows.markup import THINK_CLOSE, THINK_OPEN
+from fleetgen.rows.token_ids import MISSING, REFUSED, TurnIdsLog
 
 _NO_TOOLS = FollowUp(None)  # never changed: its lists are only read
 

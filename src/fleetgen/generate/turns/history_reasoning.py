@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
-from fleetgen.generate.config import HistoryReasoning
 
+from fleetgen.generate.config import HistoryReasoning
 
 _MARK = "fleetgen-probe-reasoning-7f3a"
 _CALL = {"id": "call-probe-0", "type": "function",

@@ -19,6 +19,8 @@ import aiohttp
 
 from fleetgen.errors import ConfigError, FleetgenError
 from fleetgen.generate.config import GenerateConfig
+from fleetgen.generate.config.profiles import apply as apply_profile
+from fleetgen.generate.dispatch.answer_ids import REQUEST_FIELDS as TOKEN_ID_FIELDS
 from fleetgen.generate.dispatch.client import ChatAnswer, Rejected, TransientError, chat
 from fleetgen.generate.turns.native import (
     MODEL_DEFAULTS,
@@ -30,8 +32,6 @@ from fleetgen.generate.turns.native import (
     switches_key,
     unsupported_fields,
 )
-from fleetgen.generate.config.profiles import apply as apply_profile
-from fleetgen.generate.dispatch.answer_ids import REQUEST_FIELDS as TOKEN_ID_FIELDS
 
 PROBE_MESSAGES = [{"role": "user", "content": "Write one sentence about the sea."}]
 PROBE_TOKENS = 16

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
-from fleetgen.generate.config import ToolMatch
 
+from fleetgen.generate.config import ToolMatch
 
 CutReason = Literal[
     "answered_without_call",  # the record called a tool here; the target answered instead

@@ -6,8 +6,8 @@ from typing import Any
 
 from fleetgen.mix.adapters._chat import coerce_tools, normalize_turns
 from fleetgen.mix.adapters.base import Adapter, Converted
-from fleetgen.rows.prompt import RecordError
 from fleetgen.mix.adapters.openai_messages import openai_turns
+from fleetgen.rows.prompt import RecordError
 
 
 class SpecForge(Adapter):
