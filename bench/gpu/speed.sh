@@ -98,7 +98,7 @@ print(max(a, key=lambda x: x['tok_s'])['arm'].split('=')[1])")
       C) fg_arm chat_auto_$RANDOM ${ARM_LIMIT:-200} --no-token-ids ${FG_ARGS:-} ;;
       P) plain_arm $PLAIN_C ;;
     esac; done
-    [ -n "${FIXED:-128}" ] && fg_arm native_fixed_${FIXED:-128} ${FIXED_LIMIT:-120} --concurrency ${FIXED:-128}
+    [ -n "${FIXED-128}" ] && fg_arm native_fixed_${FIXED-128} ${FIXED_LIMIT:-120} --concurrency ${FIXED-128}
     python3 - $OUT/arms.jsonl "$PLAIN_C" <<'P' | tee -a "$OUT/speed.log" > $OUT/race.json
 import json, statistics, sys
 arms = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
@@ -116,7 +116,7 @@ big) fleetgen down --state $ST 2>&1 | tail -1
     [ -f ${M4B:-/tmp/model4b}/config.json ] || python3 bench/gpu/make_model.py --tokenizer /tmp/stage-misc/tok --out ${M4B:-/tmp/model4b} \
         --template qwen3-thinking --layers 36 --hidden 2560 --heads 32 --kv-heads 8 --intermediate 9728 > $OUT/make4b.log 2>&1
     log "4B model rc=$? $(du -sh ${M4B:-/tmp/model4b} | cut -f1)"; tail -2 $OUT/make4b.log | tee -a "$OUT/speed.log"
-    M=${M4B:-/tmp/model4b} MEM=${MEM:-0.85} bash bench/gpu/speed.sh up1 ;;
+    OUT=$OUT/up4b M=${M4B:-/tmp/model4b} MEM=${MEM:-0.85} bash bench/gpu/speed.sh up1 ;;
 abba) prompts; for arm in ${ARMS:-A C P P C A}; do case $arm in
       A) fg_arm native_auto_$RANDOM ${ARM_LIMIT:-200} ${FG_ARGS:-} ;;
       C) fg_arm chat_auto_$RANDOM ${ARM_LIMIT:-200} --no-token-ids ${FG_ARGS:-} ;;
