@@ -69,7 +69,7 @@ def generate(workdir: Path, rows: int, seed: int = 0) -> dict[str, Path]:
                     row = {"id": f"h{i}", "conversations": [
                         {"from": "system", "value": f"You are a function calling AI model.\n<tools>\n{TOOLS % (tool, tool)}\n</tools>"},
                         {"from": "human", "value": text()},
-                        {"from": "gpt", "value": "<tool_call>\n{'arguments': {'q': 'x'}, 'name': 'get_%s'}\n</tool_call>" % tool}],
+                        {"from": "gpt", "value": "<tool_call>\n{'arguments': {'q': 'x'}, 'name': 'get_" + tool + "'}\n</tool_call>"}],
                         "category": "c", "subcategory": "s", "task": "t"}
                 fh.write(json.dumps(row) + "\n")
     return paths

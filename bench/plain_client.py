@@ -48,7 +48,6 @@ async def run(args: argparse.Namespace) -> dict:
         t0 = time.monotonic()
         await asyncio.gather(*(worker(e) for e in args.endpoint for _ in range(args.concurrency)))
         loop_s = time.monotonic() - t0
-    wall = time.monotonic() - START
     return {"arm": f"plain c={args.concurrency}", "ok": ok, "errors": err, "tokens": tokens,
             "loop_s": round(loop_s, 2), "loop_tok_s": round(tokens / loop_s, 1)}
 

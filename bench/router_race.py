@@ -423,7 +423,7 @@ async def scenario_kill(
             prompts = write_prompts(tmp / f"kill-{tag}.jsonl", short_prompts(args.kill_prompts, tag))
             killed: dict = {}
 
-            def kill_once(s: Stats, total: int = args.kill_prompts) -> None:
+            def kill_once(s: Stats, total: int = args.kill_prompts, killed: dict = killed) -> None:
                 if not killed and s.done >= args.kill_at * total:
                     replicas.kill(1)
                     killed.update(at_done=s.done, at=time.monotonic())
@@ -481,7 +481,7 @@ def medians(rows: list[dict]) -> dict[str, dict]:
             out[arm]["prefix_cache_hit_rate"] = round(statistics.median(rates), 3)
         out[arm]["generated_share"] = mine[-1].get("generated_share")
     best = min((a for a in out if a.startswith("router")), key=lambda a: out[a]["wall_s"], default=None)
-    for arm, m in out.items():
+    for m in out.values():
         m["router_best_over_this"] = round(out[best]["wall_s"] / m["wall_s"], 2) if best else None
         m["router_best_cpu_over_this"] = round(out[best]["replica_cpu_s"] / m["replica_cpu_s"], 2) if best and m["replica_cpu_s"] else None
     return out

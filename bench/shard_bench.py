@@ -218,7 +218,7 @@ def main() -> None:
             runs.update({"ray-1": [], f"ray-{args.shards}": []})
             # Warm the workers once (imports, first connections): Ray reuses them, so every timed Ray arm finds them warm.
             warm = work / "warm.jsonl"
-            warm.write_bytes(b"".join(l + b"\n" for l in prompts.read_bytes().splitlines()[:400]))
+            warm.write_bytes(b"".join(line + b"\n" for line in prompts.read_bytes().splitlines()[:400]))
             run_ray_arm(args.shards, warm, work / "out", endpoints, args.window, args.event_loop, server.pid)
         for _ in range(args.repeats):
             for arm in runs:

@@ -326,7 +326,7 @@ def test_the_watermark_never_passes_a_row_that_is_not_on_disk(tmp_path):
         outdir = tmp_path / f"out{case}"
         lines = prompts.read_bytes().splitlines(keepends=True)
 
-        def check() -> None:
+        def check(outdir=outdir, prompts=prompts, samples=samples, shard=shard, lines=lines, case=case) -> None:
             end = frames_end(outdir, prompts, samples, shard)
             head = tmp_path / "head.jsonl"
             head.write_bytes(b"".join(lines[: end - 1]))

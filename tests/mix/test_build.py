@@ -114,7 +114,9 @@ def test_same_seed_same_file_other_seed_other_file(tmp_path):
     a, b, c = ((tmp_path / f"{n}.jsonl").read_bytes() for n in "abc")
     assert a == b
     assert a != c
-    ids = lambda blob: {json.loads(line)["id"] for line in blob.splitlines()}
+    def ids(blob):
+        return {json.loads(line)["id"] for line in blob.splitlines()}
+
     assert ids(a) != ids(c)
 
 

@@ -66,7 +66,9 @@ def test_domains_labels_first_then_heuristics():
     assert domain_from_labels(["Problem solving and support", "Programming and software development"])[0] == "code"
     assert domain_from_labels(["Open knowledge Q&A"])[0] == "general"
     assert domain_from_labels([]) is None
-    u = lambda t: [{"role": "user", "content": t}]
+    def u(t):
+        return [{"role": "user", "content": t}]
+
     assert domain_from_text(u("Solve $x^2 = 4$"), None)[0] == "math"
     assert domain_from_text(u("Write a function in Python that reverses a list"), None)[0] == "code"
     assert domain_from_text(u("What is the weather?"), [{"type": "function", "function": {"name": "w"}}])[0] == "tool_use"

@@ -25,7 +25,7 @@ class AtomicFiles:
         self._committed = False
 
     def __enter__(self) -> AtomicFiles:
-        for key, target in self.targets.items():
+        for target in self.targets.values():
             if target.exists() and not self._overwrite:
                 raise InputError(f"{target} already exists", hint="pass --overwrite or choose another --output")
             try:

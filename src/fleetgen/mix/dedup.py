@@ -51,9 +51,8 @@ class Signer:
 
     def __init__(self, num_perm: int, seed: int = 1) -> None:
         self.num_perm = num_perm
-        from datasketch import (
-            MinHash,  # imported here: it pulls in scipy, a cost every CLI start would pay (BENCHMARKS.md)
-        )
+        # imported here: it pulls in scipy, a cost every CLI start would pay (BENCHMARKS.md)
+        from datasketch import MinHash
 
         # One MinHash reused per text: building one re-validates its permutations each time.
         self._m = MinHash(num_perm=num_perm, seed=seed, hashfunc=zlib.crc32)
