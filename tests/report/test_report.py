@@ -1,4 +1,7 @@
-"""The run report on the committed real SmolLM2 run: every chart written and referenced, numbers that match."""
+"""The run report on the committed real SmolLM2 run: every chart written and referenced, numbers that match.
+
+SmolLM2 writes no reasoning: the reasoning-vs-answer chart is left out, with a line saying why.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import fleetgen.report as rp
 from fleetgen.report import build_report, load_run
 
 RUN = Path(__file__).parents[1] / "export" / "fixtures" / "smollm2-run"
-CHARTS = {"throughput", "output_lengths", "prompt_lengths", "finish_reasons", "reasoning_vs_answer", "error_reasons", "mix_shares"}
+CHARTS = {"throughput", "output_lengths", "prompt_lengths", "finish_reasons", "error_reasons", "mix_shares"}
 
 
 def test_public_api_is_declared():
@@ -29,7 +32,6 @@ def report(tmp_path_factory) -> Path:
     shares = [{"domain": "general", "share": 0.4}, {"domain": "code", "share": 0.2}, {"domain": "math", "share": 0.2},
               {"domain": "tool_use", "share": 0.2}]
     (mix / "summary.json").write_text(json.dumps({"domains": shares}))
-    # Characters, not tokens, keep this test free of the tokenizer load.
     return build_report(RUN, html=True, dest=dest, mix_report=mix, tokenizer="/nonexistent")
 
 
@@ -43,6 +45,8 @@ def test_every_chart_is_a_png_and_is_referenced(report):
         assert img[..., :3].std() > 0.01  # not a blank canvas
     html = (report.parent / "report.html").read_text()
     assert all(f"src='{name}'" in html for name in images)
+    assert "*No reasoning vs answer chart: no row has reasoning_content" in md
+    assert not (report.parent / "reasoning_vs_answer.png").exists()
 
 
 def test_numbers_match_the_run(report):
@@ -50,6 +54,10 @@ def test_numbers_match_the_run(report):
     errors = [json.loads(line) for line in (RUN / "errors.jsonl").read_text().splitlines()]
     md = report.read_text()
     assert f"| results (id, sample) | {len(results)} |" in md
+    tokens = sum(r["usage"]["completion_tokens"] for r in results)
+    assert f"| completion tokens (all {len(results)} result rows) | {tokens} |" in md
+    # made by three runs before runs.jsonl existed: the report says its wall time is the last run's only
+    assert "| wall time (s), the last run only (stats.json: this output has no runs.jsonl) |" in md
     assert f"| distinct prompts | {len({r['id'] for r in results})} |" in md
     assert f"| error rows | {len(errors)} |" in md
     stops = sum(f == "stop" for r in results for f in r["finish_reason"])

@@ -16,7 +16,9 @@ def cmd_report(
         Optional[Path], typer.Option("--mix-report", help="The --report directory (or summary.json) of `fleetgen mix`, for target shares.")
     ] = None,
     tokenizer: Annotated[
-        Optional[str], typer.Option(help="Tokenizer for reasoning/answer token counts; default: the run's model, else characters.")
+        Optional[str], typer.Option(help=(
+            "Model directory (or embedded name, or a hub id already in the local cache) whose tokenizer splits reasoning "
+            "from answer tokens and re-encodes text; default: the fleet's model the runs recorded. No hub is asked."))
     ] = None,
 ) -> None:
     """Write a report of a generate run: mix, lengths, finish reasons, throughput, errors, with plots."""

@@ -11,6 +11,8 @@ from typing import Any
 
 from fleetgen.export.results import ReadCounts, domain_of, finish_reasons, iter_errors, iter_results
 from fleetgen.rows.history import read_history
+from fleetgen.rows.runs import RunRecord, read_runs
+from fleetgen.rows.token_ids import recorded_turns
 
 
 @dataclass(slots=True)
@@ -26,8 +28,15 @@ class Row:
     replicas: list[str]
     started_at: float | None
     ended_at: float | None
-    reasoning_text: str
-    answer_text: str
+    has_reasoning: bool  # some assistant turn has reasoning_content
+    reasoning_chars: int
+    answer_chars: int
+    # Tokens of the reasoning and of the answer, from the sampled ids (rows/token_ids.py); None where they
+    # cannot be told apart without a tokenizer (a turn with reasoning and no known `</think>` id) or a
+    # regenerated turn carries no ids.
+    reasoning_tokens: int | None = None
+    answer_tokens: int | None = None
+    truncated: bool = False  # a regenerated turn hit its token budget (the row's `truncated`)
     turns_with_ids: int = 0  # regenerated turns that carry the server's token ids
     turns_without_ids: int = 0
     ids_missing: tuple[str, ...] = ()  # why, for each turn without ids (token_ids.MISSING labels, or "not requested")
@@ -51,6 +60,7 @@ class Run:
     corrupt_lines: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)  # job-history.jsonl: each identity it ran with
     error_jobs: Counter = field(default_factory=Counter)  # error rows per job digest (None: untagged)
+    runs: list[RunRecord] = field(default_factory=list)  # runs.jsonl: every generate run of this directory
 
 
 def _shard_stats(outdir: Path) -> dict[str, Any] | None:
@@ -87,7 +97,42 @@ def error_reason(rec: dict[str, Any]) -> str:
     return f"{rec.get('kind') or 'error'}: {text[:70]}"
 
 
-def load_run(outdir: Path, mix_report: Path | None = None) -> Run:
+def _packed_len(value: Any) -> int:
+    """How many ids a packed list holds (4 base64 characters each), without unpacking it."""
+    return len(value) if isinstance(value, list) else len(value or "") // 4
+
+
+def _token_split(rec: dict[str, Any], assistants: list[dict[str, Any]], think_close: int | None) -> tuple[int | None, int | None]:
+    """(reasoning tokens, answer tokens) of a record from its sampled ids; (None, None) where they cannot be told."""
+    field_ = rec.get("token_ids")
+    turns = field_.get("turns") if isinstance(field_, dict) else None
+    if not isinstance(turns, list) or len(turns) != len(assistants) or any(t is None for t in turns):
+        return None, None
+    reasoning = answer = 0
+    unpacked = None
+    for k, (msg, t) in enumerate(zip(assistants, turns)):
+        n = _packed_len(t.get("completion"))
+        if not msg.get("reasoning_content"):
+            answer += n
+            continue
+        if think_close is None:
+            return None, None
+        if unpacked is None:
+            try:
+                unpacked = recorded_turns(rec) or []
+            except (ValueError, TypeError, KeyError):
+                return None, None
+        ids = unpacked[k].completion if k < len(unpacked) and unpacked[k] is not None else []
+        if think_close not in ids:
+            return None, None
+        r = ids.index(think_close) + 1
+        reasoning += r
+        answer += len(ids) - r
+    return reasoning, answer
+
+
+def load_run(outdir: Path, mix_report: Path | None = None, *, think_close: int | None = None) -> Run:
+    """The report's view of an output directory; `think_close`: the `</think>` id, to split reasoning from answer tokens."""
     run = Run(outdir=Path(outdir))
     counts = ReadCounts()
     for rec in iter_results(outdir, counts):
@@ -100,6 +145,8 @@ def load_run(outdir: Path, mix_report: Path | None = None) -> Run:
         run.model = run.model or rec.get("model")
         id_turns = (rec.get("token_ids") or {}).get("turns") if isinstance(rec.get("token_ids"), dict) else None
         with_ids = sum(t is not None for t in id_turns) if id_turns is not None else 0
+        finish = [str(f) for f in finish_reasons(rec)]
+        reasoning_tokens, answer_tokens = _token_split(rec, assistants, think_close)
         run.rows.append(
             Row(
                 id=str(rec["id"]),
@@ -107,12 +154,16 @@ def load_run(outdir: Path, mix_report: Path | None = None) -> Run:
                 source=str((rec.get("meta") or {}).get("source") or "unknown"),
                 prompt_tokens=int(usage.get("prompt_tokens") or 0),
                 completion_tokens=int(usage.get("completion_tokens") or 0),
-                finish=[str(f) for f in finish_reasons(rec)],
+                finish=finish,
                 replicas=[str(r) for r in reps if r],
                 started_at=start,
                 ended_at=(start + lat) if start is not None and lat is not None else None,
-                reasoning_text="".join(m.get("reasoning_content") or "" for m in assistants),
-                answer_text="".join(m.get("content") or "" for m in assistants),
+                has_reasoning=any(m.get("reasoning_content") for m in assistants),
+                reasoning_chars=sum(len(m.get("reasoning_content") or "") for m in assistants),
+                answer_chars=sum(len(m.get("content") or "") for m in assistants),
+                reasoning_tokens=reasoning_tokens,
+                answer_tokens=answer_tokens,
+                truncated=bool(rec["truncated"]) if "truncated" in rec else "length" in finish,
                 turns_with_ids=with_ids,
                 turns_without_ids=len(assistants) - with_ids,
                 ids_missing=_ids_missing(rec, len(assistants)) if with_ids < len(assistants) else (),
@@ -130,6 +181,7 @@ def load_run(outdir: Path, mix_report: Path | None = None) -> Run:
     run.stats = _json(run.outdir / "stats.json") or _shard_stats(run.outdir)
     run.job = _json(run.outdir / "job.json")
     run.history = read_history(run.outdir)
+    run.runs = read_runs(run.outdir)
     if mix_report is not None:
         path = mix_report / "summary.json" if mix_report.is_dir() else mix_report
         run.mix = _json(path)
