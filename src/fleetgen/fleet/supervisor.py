@@ -14,15 +14,18 @@ from fleetgen.errors import FleetgenError
 from fleetgen.fleet import probe
 from fleetgen.fleet.backend import Backend
 from fleetgen.fleet.backend_lookup import backend_for
-from fleetgen.fleet.engines import get_engine
+from fleetgen.fleet.engines import Phase, get_engine
 from fleetgen.fleet.launcher import restart_replica
 from fleetgen.fleet.state import ReplicaState, read_state
+from fleetgen.fleet.verify import ReplicaProgress
 
 
 @dataclass
 class SupervisorEvent:
     index: int
-    kind: str  # "dead", "hung", "restarted", "restart_failed", "gave_up", "restart_abandoned"
+    # "dead", "hung", "restarted", "restart_failed", "gave_up", "restart_abandoned"; once the job has ended
+    # and the fleet is kept (Supervisor.complete_restarts): "awaiting_restart", "restart_progress"
+    kind: str
     detail: str = ""
     at: float = field(default_factory=time.time)
 
@@ -66,6 +69,8 @@ class Supervisor:
         self._task: asyncio.Task | None = None
         self._restarts: dict[asyncio.Task, int] = {}  # restarts in progress, and the replica of each
         self._backend: Backend | None = None
+        self._completing = False  # the job has ended and the fleet is kept: restarts report their progress
+        self._phases: dict[int, Phase] = {}
 
     @property
     def backend(self) -> Backend:
@@ -86,6 +91,40 @@ class Supervisor:
     def restarting(self) -> list[int]:
         """Replicas whose restart is under way (waiting out its back-off, or starting)."""
         return sorted(i for t, i in self._restarts.items() if not t.done())
+
+    async def complete_restarts(self, timeout_s: float | None = None) -> list[int]:
+        """The job ended and its fleet is kept: finish what is under way, so the kept fleet is whole.
+
+        Stops watching for hangs (the fleet is idle now), restarts a replica found dead at this
+        moment, and waits for every restart under way, for at most `timeout_s` (default: the longest
+        back-off plus the fleet's replica start timeout); one still starting then is cancelled.
+        Returns the replicas that are not running afterwards (a failed restart, or given up).
+        """
+        self._completing = True
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        state = read_state(self.state_dir)
+        for replica in state.replicas:
+            watch = self._watch.setdefault(replica.index, _Watch())
+            if not watch.busy and not await asyncio.to_thread(self.backend.alive, replica):
+                self._restart(replica.index, watch, "dead", f"pid {replica.pid} is gone")
+        startup_s = float(state.config.get("startup_timeout_s", 1200))
+        pending = {t: i for t, i in self._restarts.items() if not t.done()}
+        if pending:
+            bound = timeout_s if timeout_s is not None else self.backoff_s * 2**self.max_restarts + startup_s + 30
+            for index in sorted(pending.values()):
+                self._emit(SupervisorEvent(index, "awaiting_restart",
+                                           f"the job ended and the fleet is kept: waiting up to {bound:.0f}s for its restart"))
+            _, late = await asyncio.wait(pending, timeout=bound)
+            for task in late:
+                self._emit(SupervisorEvent(pending[task], "restart_abandoned",
+                                           f"not ready within {bound:.0f}s; the kept fleet lacks it"))
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+        state = read_state(self.state_dir)
+        return [r.index for r in state.replicas if not await asyncio.to_thread(self.backend.alive, r)]
 
     async def __aexit__(self, *exc) -> None:
         # The job ended first (the survivors finished the rows): say so, or the log shows a death and no restart.
@@ -148,7 +187,7 @@ class Supervisor:
         await asyncio.sleep(self.backoff_s * (2**watch.restarts))
         watch.restarts += 1
         try:
-            replica = await restart_replica(self.state_dir, index, api_key=self.api_key)
+            replica = await restart_replica(self.state_dir, index, api_key=self.api_key, on_progress=self._progress)
             self._emit(SupervisorEvent(index, "restarted", f"pid {replica.pid}"))
         except FleetgenError as e:
             self._emit(SupervisorEvent(index, "restart_failed", e.message))
@@ -156,3 +195,9 @@ class Supervisor:
             watch.busy = False
             watch.unhealthy_since = None
             watch.last_progress = self.clock()
+
+    def _progress(self, p: ReplicaProgress) -> None:
+        """Once the job has ended, each phase of a restart is a line: someone is waiting on it."""
+        if self._completing and p.phase is not self._phases.get(p.index):
+            self._phases[p.index] = p.phase
+            self._emit(SupervisorEvent(p.index, "restart_progress", f"{p.phase.value} ({p.elapsed_s:.0f}s)"))

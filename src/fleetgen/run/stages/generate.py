@@ -115,6 +115,11 @@ class GenerateStage(Stage):
             if ctx.metrics is not None:
                 ctx.metrics.run.restarts = lambda: sup.restarts
             stats = await generate_run(config, on_progress=ctx.on_progress, metrics=ctx.metrics)
+            if ctx.keep_fleet and not stats.interrupted:  # a restart under way is finished, not abandoned
+                stopped = await sup.complete_restarts()
+                total = len(read_state(state_dir).replicas)
+                lacking = f"; not running: replica(s) {', '.join(map(str, stopped))}" if stopped else ""
+                ctx.say("fleet", "info", f"kept: {total - len(stopped)} of {total} replica(s) running{lacking}")
         ctx.summary.restarts = sup.restarts
         _record_restarts(Path(config.output_dir), sup)
         return stats
