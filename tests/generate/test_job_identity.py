@@ -22,6 +22,7 @@ HOW_FIELDS = {
     "concurrency", "dispatch", "prefix_affinity", "prefix_routing", "hedge", "hedge_after_s",  # routing, load
     "max_attempts", "backoff_base_s", "backoff_max_s", "timeout_base_s", "timeout_per_token_s",  # transport
     "replica_failures", "replica_cooldown_s", "give_up_after_s", "stop_grace_s", "commit_interval_s",
+    "stall_factor", "stall_floor_s",  # when a request is re-sent: the answer is the same job's
     "metrics_port", "metrics_host", "metrics_allow_remote", "event_loop",  # watching and running the client
     "replica_slice", "shard_runner", "lease_wait_s", "lease_group", "shard_retries",  # placement of shards
     "warmup", "warmup_timeout_s",  # before the job's requests
