@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from fleetgen.report import build_report, load_run
-from fleetgen.report import plots
+from fleetgen.report import build_report, load_run, plots
 from fleetgen.rows.token_ids import TurnIds, TurnIdsLog
 
 RUN = Path(__file__).parents[1] / "export" / "fixtures" / "smollm2-run"
@@ -68,7 +67,7 @@ def test_no_legend_or_note_sits_over_the_data(figures, tmp_path):
     build_report(RUN, dest=tmp_path / "a")
     build_report(reasoning_run(tmp_path), dest=tmp_path / "b", tokenizer=str(tmp_path / "tok"))
     assert {name for name, _, _ in figures} >= {"throughput.png", "output_lengths.png", "reasoning_vs_answer.png"}
-    for name, fig, axes in figures:
+    for name, _fig, axes in figures:
         for ax, box, legend in axes:
             assert not ax.texts, f"{name}: text drawn inside the axes: {[t.get_text() for t in ax.texts]}"
             if legend is not None:

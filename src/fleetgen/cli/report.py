@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -11,12 +11,12 @@ import typer
 def cmd_report(
     outdir: Annotated[Path, typer.Argument(help="Output directory of `fleetgen generate`.")],
     html: Annotated[bool, typer.Option("--html", help="Also write report.html next to report.md.")] = False,
-    dest: Annotated[Optional[Path], typer.Option("--dest", help="Where the report goes; default OUTDIR/report.")] = None,
+    dest: Annotated[Path | None, typer.Option("--dest", help="Where the report goes; default OUTDIR/report.")] = None,
     mix_report: Annotated[
-        Optional[Path], typer.Option("--mix-report", help="The --report directory (or summary.json) of `fleetgen mix`, for target shares.")
+        Path | None, typer.Option("--mix-report", help="The --report directory (or summary.json) of `fleetgen mix`, for target shares.")
     ] = None,
     tokenizer: Annotated[
-        Optional[str], typer.Option(help=(
+        str | None, typer.Option(help=(
             "Model directory (or embedded name, or a hub id already in the local cache) whose tokenizer splits reasoning "
             "from answer tokens and re-encodes text; default: the fleet's model the runs recorded. No hub is asked."))
     ] = None,

@@ -65,8 +65,8 @@ class Run:
 
 def _shard_stats(outdir: Path) -> dict[str, Any] | None:
     """The stats of a run done by N `--shard` processes, merged into one."""
-    from fleetgen.rows.stats_file import merge_stats
     from fleetgen.rows.files import STATS_FILES
+    from fleetgen.rows.stats_file import merge_stats
 
     paths = sorted(p for p in outdir.glob("stats.shard-*.json") if STATS_FILES.match(p.name)) if outdir.is_dir() else []
     parts = [d for d in map(_json, paths) if d]

@@ -124,4 +124,4 @@ def when(ts: float | None) -> str:
     """A unix time as UTC to the second, for the report's tables."""
     if ts is None:
         return "-"
-    return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
