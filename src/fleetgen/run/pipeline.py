@@ -69,22 +69,41 @@ class Pipeline:
             )
         stages = self.stages()
         self._fill_summary(stages)
+        early = await self._head_starts(stages, book)
+        try:
+            for stage in stages:
+                fp = await stage.fingerprint()
+                self.ctx.fingerprints[stage.name] = fp
+                if book.is_current(stage.name, fp) and all(p.exists() for p in stage.outputs()):
+                    self.summary.stages_skipped.append(stage.name)
+                    self.say(stage.name, "skip", "up to date")
+                    continue
+                if book.changed(stage.name, fp):
+                    dropped = book.invalidate_from(stage.name)
+                    self.say(stage.name, "invalidated", f"its config or inputs changed: re-running {', '.join(dropped)}")
+                self.summary.stages_run.append(stage.name)
+                self.say(stage.name, "start")
+                done = await stage.run()
+                book.mark(stage.name, fp, **done.facts)
+                self.say(stage.name, "done", done.line)
+        finally:
+            for stage in early:  # began, then not used: a stage before failed, or this one turned out current
+                await stage.drop_head_start()
+        return self.summary
+
+    async def _head_starts(self, stages: list[Stage], book: StageBook) -> list[Stage]:
+        """Give each stage that will run after another one that runs its head start (stage.head_start)."""
+        started: list[Stage] = []
+        earlier_runs = False
         for stage in stages:
             fp = await stage.fingerprint()
             self.ctx.fingerprints[stage.name] = fp
-            if book.is_current(stage.name, fp) and all(p.exists() for p in stage.outputs()):
-                self.summary.stages_skipped.append(stage.name)
-                self.say(stage.name, "skip", "up to date")
-                continue
-            if book.changed(stage.name, fp):
-                dropped = book.invalidate_from(stage.name)
-                self.say(stage.name, "invalidated", f"its config or inputs changed: re-running {', '.join(dropped)}")
-            self.summary.stages_run.append(stage.name)
-            self.say(stage.name, "start")
-            done = await stage.run()
-            book.mark(stage.name, fp, **done.facts)
-            self.say(stage.name, "done", done.line)
-        return self.summary
+            runs = not (book.is_current(stage.name, fp) and all(p.exists() for p in stage.outputs()))
+            if runs and earlier_runs and stage.head_start():
+                started.append(stage)
+            earlier_runs = earlier_runs or runs
+        self.ctx.fingerprints.clear()  # the loop computes them again, as each stage is reached
+        return started
 
     def _fill_summary(self, stages: list[Stage]) -> None:
         """Where the job's files are, whether their stages run now or ran before."""

@@ -100,3 +100,15 @@ class Stage(ABC):
     @abstractmethod
     async def run(self) -> Done:
         """Make the outputs."""
+
+    def head_start(self) -> bool:
+        """Begin, in the background, work of this stage that needs nothing from the stages before it.
+
+        The pipeline calls it when the stage will run and stages before it run first (the fleet starts
+        while the mix is built); run() then uses what it began. Returns whether anything began.
+        """
+        return False
+
+    async def drop_head_start(self) -> None:
+        """Undo what head_start began when run() will not use it (a stage before failed, or this one was skipped)."""
+        return None

@@ -44,9 +44,32 @@ class GenerateStage(Stage):
     def outputs(self) -> list[Path]:
         return [self.ctx.results_dir]
 
+    _early: asyncio.Task[Path] | None = None
+
+    def head_start(self) -> bool:
+        """Start the fleet now: its replicas load while the mix is built."""
+        if self.ctx.job.fleet is None:
+            return False
+        self._early = asyncio.ensure_future(self._fleet_up())
+        return True
+
+    async def drop_head_start(self) -> None:
+        early, self._early = self._early, None
+        if early is None:
+            return
+        early.cancel()  # `up` stops what it started and clears the state when cancelled mid-way
+        try:
+            state_dir = await early
+        except (asyncio.CancelledError, Exception):
+            return
+        if not self.ctx.keep_fleet:
+            n = await asyncio.to_thread(down, state_dir)
+            self.ctx.say("fleet", "info", f"fleet stopped ({n} processes)")
+
     async def run(self) -> Done:
         ctx, outdir = self.ctx, self.ctx.results_dir
-        state_dir = await self._fleet_up() if ctx.job.fleet else None
+        early, self._early = self._early, None
+        state_dir = (await early if early is not None else await self._fleet_up()) if ctx.job.fleet else None
         section = ctx.job.generate
         config = GenerateConfig.model_validate(
             {**section.model_dump(exclude={"prompts", "output_dir"}), "prompts": ctx.prompts, "output_dir": outdir,
