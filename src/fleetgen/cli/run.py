@@ -66,13 +66,14 @@ def cmd_run(
             )
 
     summary = run_job(job, resume=resume, keep_fleet=keep_fleet, on_event=on_event, on_progress=on_progress)
+    if summary.restarts:
+        console.print(f"replica restarts: {summary.restarts}")
+    # The last lines: where the job's work is (nothing after them).
     console.print(f"[bold green]done[/] in {summary.workdir}")
     if summary.export:
         console.print("dataset: " + ", ".join(str(p) for p in summary.export.values()))
     if summary.report:
         console.print(f"report:  {summary.report}")
-    if summary.restarts:
-        console.print(f"replica restarts: {summary.restarts}")
 
 
 def register(app: typer.Typer) -> None:
