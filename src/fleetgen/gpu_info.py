@@ -42,3 +42,21 @@ def discover_gpus() -> list[GpuInfo]:
         return gpus
     finally:
         pynvml.nvmlShutdown()
+
+
+def free_memory(indices: tuple[int, ...] | list[int]) -> int | None:
+    """Bytes free on the fullest of these GPUs now (NVML), as an engine starting there would find them; None where unreadable."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except Exception:
+        return None
+    try:
+        return min(int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i)).free) for i in indices)
+    except Exception:
+        return None
+    finally:
+        pynvml.nvmlShutdown()

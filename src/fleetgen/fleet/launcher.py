@@ -17,6 +17,7 @@ from fleetgen.fleet.backend_lookup import backend_for, backend_for_config
 from fleetgen.fleet.config import FleetConfig
 from fleetgen.fleet.devices import sharing_waves
 from fleetgen.fleet.engines import ReplicaSpec, get_engine
+from fleetgen.fleet.equal_memory import EqualMemory
 from fleetgen.fleet.interrupt import cancel_on_signals
 from fleetgen.fleet.replica_plan import api_key_of, plan_replicas
 from fleetgen.fleet.state import (
@@ -87,16 +88,22 @@ async def _start(
     waves = [[w[p] for p in pos] for w in waves for pos in sharing_waves([s.gpu_slot for s in w])]
     started: list[StartedReplica] = []
     configs: list[dict[str, object]] = []
+    equal = EqualMemory(engine)  # the later replicas of a shared GPU get its first one's memory, measured
     try:
         for wave in waves:
+            wave = [equal.before_start(spec) for spec in wave]
             launches = [Launch(engine, spec, python, extra_env, log_path_of(state_dir, spec.index)) for spec in wave]
             batch = await start_all(backend, config, launches, state, state_dir, started)
-            configs += await asyncio.gather(
+            ready = await asyncio.gather(
                 *(wait_ready(engine, s.replica, s.gone, config, specs[0].api_key, on_progress, follower=s.log) for s in batch)
             )
+            for spec, s, reported in zip(wave, batch, ready):
+                equal.after_ready(spec, s.replica, reported)
+            configs += ready
         sharing = any(s.gpu_sharers > 1 for s in specs)
         soft = SOFT_CONFIG_FIELDS | SHARING_SOFT_FIELDS if sharing else SOFT_CONFIG_FIELDS
         record_configs([s.replica for s in started], configs, soft)  # in start order, as the configs came
+        equal.finish([s.replica for s in started])  # before the state is written: restarts read it
         state.model = started[0].replica.model
         write_state(state_dir, state)
         return state
@@ -156,6 +163,8 @@ async def restart_replica(
     await asyncio.to_thread(backend.stop_replica, state.replicas[index], min(config.stop_grace_s, 10))
     model = backend.resolve_model(config, running=state)
     spec = plan_replicas(config, model, backend, count=len(state.replicas))[index]
+    equal = EqualMemory.of_fleet(engine, state)  # measured now that what was left of it is stopped
+    spec = equal.before_start(spec)
     backend.check_ports([spec])
     python = backend.default_python(state.python)
     extra_env = replica_env(config)  # no doctor: the fleet passed it at `up`, and a restart must not wait on it
@@ -170,6 +179,7 @@ async def restart_replica(
     except BaseException:
         await asyncio.to_thread(backend.stop_replica, replica, 5)
         raise
+    equal.after_ready(spec, replica, replica.effective_config)
     record_replica(state_dir, replica)
     return replica
 

@@ -13,6 +13,13 @@ from fleetgen.errors import FleetError
 from fleetgen.fleet.state_file import UNREADABLE_HINT, read_state_json, state_path  # noqa: F401 (state_path: re-exported)
 
 
+class GpuShare(BaseModel):
+    """The memory the first replica of a shared GPU took, which each replica of that GPU is given (fleet/equal_memory.py)."""
+
+    static_bytes: int = Field(description="Its fraction x the GPU memory free as it started: weights + KV pool.")
+    kv_tokens: int | None = Field(None, description="Its KV pool in tokens, as it reported it: the others' cap.")
+
+
 class ReplicaState(BaseModel):
     index: int
     endpoint: str
@@ -33,6 +40,9 @@ class ReplicaState(BaseModel):
     effective_config: dict[str, object] = Field(default_factory=dict)
     startup_timings: dict[str, float] = Field(
         default_factory=dict, description="Seconds the engine logged for start-up steps (e.g. cuda graph capture)."
+    )
+    gpu_share: GpuShare | None = Field(
+        None, description="Where replicas share a GPU and the engine sizes from free memory: what each is given."
     )
 
     @property

@@ -29,8 +29,9 @@ log = logging.getLogger(__name__)
 
 # Fields whose values legitimately differ across healthy replicas (free memory differs per GPU).
 SOFT_CONFIG_FIELDS = frozenset({"cache.num_gpu_blocks", "max_total_num_tokens"})
-# Differ by design where replicas share a GPU: each is given its own memory share (replicas_per_gpu).
-SHARING_SOFT_FIELDS = frozenset({"mem_fraction_static", "cache.gpu_memory_utilization"})
+# Differ by design where replicas share a GPU: each is given its own memory share (replicas_per_gpu),
+# and the later ones the first one's KV pool as a cap that it started without (equal_memory.py).
+SHARING_SOFT_FIELDS = frozenset({"mem_fraction_static", "cache.gpu_memory_utilization", "max_total_tokens"})
 
 
 @dataclass

@@ -62,6 +62,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--standin-fatal", default=None)
     p.add_argument("--standin-old", action="store_true")
     p.add_argument("--standin-max-total-num-tokens", type=int, default=123456)
+    # A pretend GPU (pretend_gpu.py) that this replica sizes its KV pool from, as SGLang does, and holds.
+    p.add_argument("--max-total-tokens", type=int)
+    p.add_argument("--standin-gpu", default=None)
     return p.parse_args(argv)
 
 
@@ -74,6 +77,7 @@ def build_app(a: argparse.Namespace) -> web.Application:
         "nccl_port": a.nccl_port, "api_key": a.api_key, "reasoning_parser": a.reasoning_parser,
         "max_running_requests": a.max_running_requests, "context_length": a.context_length,
         "tp_size": a.tp_size or 1, "disable_cuda_graph": a.disable_cuda_graph, "enable_metrics": a.enable_metrics,
+        "max_total_tokens": a.max_total_tokens,
     })
     for key in ("attention_backend", "mamba_scheduler_strategy", "mamba_ssm_dtype", "chunked_prefill_size",
                 "mem_fraction_static"):
@@ -206,7 +210,18 @@ async def main(argv: list[str]) -> None:
     if a.standin_fatal:
         log(a.standin_fatal)
         sys.exit(1)
-    log("Load weight begin. avail mem=79.10 GB")
+    if a.standin_gpu:
+        from pretend_gpu import GIB, locked
+
+        with locked(a.standin_gpu) as gpu:
+            log(f"Load weight begin. avail mem={(gpu.free - gpu.context) / GIB:.2f} GB")
+            try:
+                a.standin_max_total_num_tokens = gpu.start(a.mem_fraction_static or 0.88, a.max_total_tokens)
+            except MemoryError as e:
+                log(f"RuntimeError: {e}")
+                sys.exit(1)
+    else:
+        log("Load weight begin. avail mem=79.10 GB")
     await asyncio.sleep(a.standin_listen_after)  # connection refused while "loading"
     # The H200's first replica's lines (2026-12-02, captures/s5/replica-0-startup.log).
     log("Capture cuda graph begin. This can take up to several minutes. avail mem=103.63 GB")

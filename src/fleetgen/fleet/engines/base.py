@@ -10,6 +10,8 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fleetgen.fleet.engines.memory_share import EqualShare
+
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
 
@@ -53,6 +55,8 @@ class ReplicaSpec:
     # Replicas sharing this replica's GPU group, and this one's place among them (0 starts first).
     gpu_sharers: int = 1
     gpu_slot: int = 0
+    # A later replica of a shared GPU: the first one's memory, measured (memory_share.EqualShare); None: not measured.
+    share: EqualShare | None = None
 
     @property
     def on_gpu(self) -> bool:
@@ -109,6 +113,11 @@ class Engine(ABC):
     fatal_patterns: tuple[FatalPattern, ...] = ()
     # The engine's flag for a replica's share of GPU memory (checked where replicas share a GPU: sharing.py).
     memory_flag: str | None = None
+    # Whether that share is of the memory FREE at the replica's start (SGLang) rather than of the whole GPU
+    # (vLLM); then the later replicas of a GPU are given the first one's measured bytes (memory_share.EqualShare),
+    # and this reported field names its KV pool in tokens.
+    share_of_free_memory: bool = False
+    kv_pool_field: str | None = None
     # Start-up steps whose seconds the engine logs (group 1), shown when the replica is ready.
     timing_patterns: tuple[tuple[LazyRegex, str], ...] = ()
 

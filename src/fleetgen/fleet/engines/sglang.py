@@ -69,6 +69,8 @@ class SglangEngine(Engine):
     # /server_info and /model_info appeared in 0.5.6; 0.5.4 has only the get_ names (deprecated later).
     endpoint_fallbacks = {"/server_info": "/get_server_info", "/model_info": "/get_model_info"}
     memory_flag = "--mem-fraction-static"
+    share_of_free_memory = True  # 0.5.12 model_runner_kv_cache_mixin._profile_available_bytes
+    kv_pool_field = "max_total_num_tokens"
     phase_patterns = (
         (_P(r"The server is fired up and ready to roll|Uvicorn running on|Start of (pd disaggregation )?warmup"), Phase.WARMING),
         (_P(r"Capture cuda graph begin|Capture piecewise CUDA graph|Capturing batches|Compiling"), Phase.COMPILING),
@@ -146,11 +148,17 @@ class SglangEngine(Engine):
             # --mem-fraction-static is a share of the memory free before the weights load, so the
             # replicas of one GPU get rising shares of what the ones before them left free. A given
             # value is each replica's share of the whole GPU (sharing.given_share checks they fit).
+            # A later replica whose GPU was measured (spec.share) gets the first one's bytes instead,
+            # and its KV pool as --max-total-tokens (a given cap is at least that pool: it replaces it).
             given = given_share(spec, "--mem-fraction-static")
             budget = given * spec.gpu_sharers if given is not None else SHARED_GPU_BUDGET
             extra = without_flag(extra, "--mem-fraction-static")
-            fraction = shared_fraction(budget, spec.gpu_slot, spec.gpu_sharers)
+            measured = spec.share.fraction() if spec.share is not None else None
+            fraction = measured if measured is not None else shared_fraction(budget, spec.gpu_slot, spec.gpu_sharers)
             args += ["--mem-fraction-static", str(fraction)]
+            if spec.share is not None and spec.share.kv_tokens:
+                extra = without_flag(extra, "--max-total-tokens")
+                args += ["--max-total-tokens", str(spec.share.kv_tokens)]
         return args + extra
 
     def validate_commands(self, argvs: list[list[str]], python: str) -> None:

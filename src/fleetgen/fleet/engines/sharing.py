@@ -5,6 +5,10 @@ With `--replicas-per-gpu N`, a memory flag the user passes to the engine (SGLang
 of the GPU, as it means for a replica alone. It is kept when the N replicas fit together; when they
 do not, `up` refuses before anything starts, naming the flag and what would fit. Without the
 flag, fleetgen splits a budget (the engine's) evenly among them, as before.
+
+An engine that sizes its memory from what is free at its start (SGLang) is given, on each later
+replica of a GPU, the bytes its first replica took, measured (memory_share.EqualShare), and that
+replica's KV pool as a cap: the pools come out equal rather than shrinking with each replica's place.
 """
 
 from __future__ import annotations
