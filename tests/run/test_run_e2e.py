@@ -100,6 +100,8 @@ def test_kill_run_mid_generate_then_resume_skips_finished_stages(tmp_path):
         assert exported and all(r["conversations"][-1]["role"] == "assistant" for r in exported)
         assert (work / "report" / "report.md").exists()
         assert "dataset:" in out and "report:" in out
+        last = out.rstrip().splitlines()[-2:]  # where the work is, and nothing after it (issue 43)
+        assert last[0].startswith("dataset: ") and last[1].startswith("report: "), out[-2000:]
         stages = json.loads((work / "stages.json").read_text())
         assert set(stages) == {"mix", "generate", "export", "report"}
 

@@ -113,9 +113,12 @@ class GenerateStage(Stage):
             pass
         ctx.say("fleet", "start", f"{cfg.replicas or 'auto'} replica(s) of {cfg.model} ({cfg.engine})")
 
-        def on_progress(p) -> None:
-            if p.phase.value in ("ready", "failed"):
-                ctx.say("fleet", "info", f"replica {p.index}: {p.phase.value}")
+        seen: dict[int, str] = {}
+
+        def on_progress(p) -> None:  # a line per phase a replica enters: the start takes a minute or more
+            if seen.get(p.index) != p.phase.value:
+                seen[p.index] = p.phase.value
+                ctx.say("fleet", "info", f"replica {p.index}: {p.phase.value} ({p.elapsed_s:.0f} s)")
 
         state = await up(cfg, on_progress=on_progress)
         ctx.say("fleet", "done", f"{len(state.replicas)} replica(s) ready")
