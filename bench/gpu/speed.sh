@@ -29,12 +29,17 @@ with open("/tmp/speed-prompts.jsonl", "w") as f:
 P
 }
 
+# SGLang 0.5.12 keeps every finished answer in its radix cache, and once those fill the KV pool each decode
+# step's allocation evicts from a heap built of every cached leaf (RadixCache.evict): steps got 5x slower and
+# stayed so (BENCHMARKS.md, "full speed"). Each arm starts from an empty cache, so arms compare alike.
+flush() { curl -s -m 30 -X POST $EP/flush_cache > /dev/null || true; sleep 1; }
+
 monitor_start() { python3 bench/gpu/procmon.py sglang stack_sampler plain_client fleetgen > "$1" 2>/dev/null & MON=$!; }
 monitor_stop() { kill -TERM $MON 2>/dev/null; wait $MON 2>/dev/null; cat "$1" | tee -a "$OUT/speed.log"; }
 
 fg_arm() {  # name timeout extra-flags...: fleetgen generate over $EP, whole-process wall
   local name=$1 lim=$2; shift 2; local d=$OUT/$name; mkdir -p $d; rm -rf /tmp/g-$name
-  monitor_start $d/cpu.json
+  flush; monitor_start $d/cpu.json
   local t=$(date +%s.%N)
   timeout -s TERM $lim python3 bench/gpu/stack_sampler.py $d/stacks.txt generate /tmp/speed-prompts.jsonl -o /tmp/g-$name \
     --endpoint $EP --samples $SAMPLES --max-tokens $TOK --temperature 0.8 --top-p 0.9 --reasoning off "$@" > $d/gen.log 2>&1
@@ -59,7 +64,7 @@ P
 
 plain_arm() {  # concurrency: the plain client, whole-process wall
   local c=$1; local d=$OUT/plain-$c; mkdir -p $d
-  monitor_start $d/cpu.json
+  flush; monitor_start $d/cpu.json
   local t=$(date +%s.%N)
   python3 bench/plain_client.py --endpoint $EP --model ${MODEL_NAME:-model} --prompts /tmp/speed-prompts.jsonl --samples $SAMPLES \
      --concurrency $c --max-tokens $TOK --reasoning-off > $d/plain.json 2> $d/plain.err
