@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 POLL_S = 1.0
 # While a replica's limit still doubles (slow start, below the ceiling) it is read this often: a job's first
-# seconds are spent below what the engine runs, and a doubling a second took ~10 s to reach it on a GPU
+# seconds are spent below what the engine runs, and a doubling a second was slow to reach it on a GPU
 # (BENCHMARKS.md, "full speed").
 RAMP_POLL_S = 0.25
 LOAD_PATHS = ("/v1/loads", "/get_load")  # SGLang 0.5.12, and its older name
