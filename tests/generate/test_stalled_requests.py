@@ -59,3 +59,27 @@ def test_status_names_the_replica_whose_requests_were_resent():
                       resumed=0, samples_per_s=1.0, output_tokens_per_s=10.0, stalled={"http://h:30000": 3})
     assert "re-sent after no answer:[/] 3 on http://h:30000" in job_line(job, True)
     assert "re-sent" not in job_line(job.model_copy(update={"stalled": {}}), True)
+
+
+def test_a_replica_holding_requests_without_answers_is_said_once_per_silence(caplog):
+    import asyncio
+    import logging
+
+    from fleetgen.generate.dispatch.replica import Replica
+    from fleetgen.generate.dispatch.stall import say_when_quiet
+
+    r = Replica(0, "http://h:30000", 8)
+    r.stats.outstanding, r.stats.first_request_at, r.stats.last_answer_at = 3, 0.0, 5.0
+    now = [100.0]
+
+    async def go():
+        task = asyncio.create_task(say_when_quiet(lambda: [r], lambda: now[0], quiet_s=0.03))
+        await asyncio.sleep(0.1)  # several checks of the same silence: said once
+        r.stats.last_answer_at = 99.0  # it answered, then fell silent again
+        await asyncio.sleep(0.1)
+        task.cancel()
+
+    with caplog.at_level(logging.WARNING, logger="fleetgen.generate.dispatch.stall"):
+        asyncio.run(go())
+    said = [m for m in caplog.messages if "no answer for" in m]
+    assert len(said) == 2 and "replica 0 (http://h:30000): no answer for 95s, 3 request(s) in flight" in said[0]

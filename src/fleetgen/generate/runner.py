@@ -21,6 +21,7 @@ from fleetgen.generate.dispatch.auto_limit import LimitPolicy
 from fleetgen.generate.dispatch.dispatcher import Dispatcher
 from fleetgen.generate.dispatch.fleet_follow import follow_fleet
 from fleetgen.generate.dispatch.load_poll import LoadPoller
+from fleetgen.generate.dispatch.stall import say_when_quiet
 from fleetgen.generate.dispatch.target import check_endpoints, dispatch_policy, resolve_target
 from fleetgen.generate.dispatch.warmup import Warmup
 from fleetgen.generate.gc_tuning import fewer_collections
@@ -189,6 +190,7 @@ async def _run(
         job_watch = JobWatch.start(config, stats, metrics)
         warmup = Warmup.start(config, dispatcher, http, model)  # replicas take work once their paths are warm
         polling = asyncio.create_task(poller.run()) if poller is not None else None
+        quiet = asyncio.create_task(say_when_quiet(lambda: dispatcher.replicas, clock))
         run_id = run_started(outdir, shard=shard.suffix, job=job, model_path=config.tokenizer or target.model_path)
         try:
             await loop.run()
@@ -196,7 +198,7 @@ async def _run(
             if warmup is not None:
                 await warmup.close()
                 stats.warmup = warmup.to_dict()
-            for task in (watch, polling):
+            for task in (watch, polling, quiet):
                 if task is not None:
                     task.cancel()
             if progress is not None:

@@ -12,8 +12,10 @@ requests, the request's own timeout is the only bound.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import deque
+from collections.abc import Callable, Sequence
 
 from fleetgen.generate.dispatch.client import TransientError
 from fleetgen.generate.dispatch.replica import Replica
@@ -65,3 +67,24 @@ class StallGuard:
                 "cancelled and re-sent (%d so far on this replica)", r.index, r.endpoint, max_tokens, bound_s, bound_s, n,
             )
         return Stalled(f"no answer after {bound_s:.1f}s, the bound its replica's pace sets for {max_tokens} tokens")
+
+
+QUIET_S = 30.0  # no answer from a replica with requests in flight for this long is said, once per silence
+
+
+async def say_when_quiet(replicas: Callable[[], Sequence[Replica]], clock: Callable[[], float],
+                         quiet_s: float = QUIET_S) -> None:
+    """Until cancelled: log a replica that holds requests and has answered none for `quiet_s`, so a job never
+    waits silently (its requests are re-sent once the stall bound passes; this says what it waits on meanwhile)."""
+    told: dict[int, float] = {}  # id(replica) -> the last answer time the silence was told for
+    while True:
+        await asyncio.sleep(quiet_s / 3)
+        now = clock()
+        for r in replicas():
+            s = r.stats
+            since = s.last_answer_at if s.last_answer_at is not None else s.first_request_at
+            if since is None or not s.outstanding or now - since < quiet_s or told.get(id(r)) == since:
+                continue
+            told[id(r)] = since
+            log.warning("replica %d (%s): no answer for %.0fs, %d request(s) in flight; waiting (each is re-sent "
+                        "once the bound its replica's pace sets passes)", r.index, r.endpoint, now - since, s.outstanding)
