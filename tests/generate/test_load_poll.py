@@ -186,3 +186,33 @@ def test_the_poller_reads_faster_only_while_a_limit_still_doubles_below_the_ceil
     b.update(Reading(running=16, waiting=0, kv_usage=0.1), in_flight=16)
     b.update(Reading(running=10, waiting=0, kv_usage=0.5, preempted=3), in_flight=32)  # a cut ends slow start
     assert not b.slow_start and not poller.ramping()
+
+
+async def test_the_engines_time_evicting_its_prefix_cache_is_counted_and_a_large_share_said_once(caplog):
+    import logging
+
+    import aiohttp
+
+    # SGLang 0.5.12's histogram (observability/metrics_collector.py: sglang:eviction_duration_seconds) on its page.
+    line = 'sglang:eviction_duration_seconds_sum{cache_type="RadixCache"} '
+    page = SGLANG_PAGE.rstrip("\n") + "\n"
+    pages = [page + line + "0.0\n"]
+    now = [0.0]
+    runner, endpoint = await _serve(_live(pages, 0))
+    try:
+        d = Dispatcher([endpoint], 200, DispatchPolicy(hedge=False), clock=lambda: now[0], rng=random.Random(0))
+        poller = LoadPoller(d, LimitPolicy(start=200))
+        with caplog.at_level(logging.WARNING, logger="fleetgen.generate.dispatch.load_poll"):
+            async with aiohttp.ClientSession() as http:
+                await poller.poll_one(http, 0)  # the baseline
+                now[0], pages[0] = 10.0, page + line + "1.0\n"  # 10% of 10 s: counted, not said
+                await poller.poll_one(http, 0)
+                now[0], pages[0] = 20.0, page + line + "5.0\n"  # 40%: said
+                await poller.poll_one(http, 0)
+                now[0], pages[0] = 30.0, page + line + "9.0\n"  # 40% again: not said twice
+                await poller.poll_one(http, 0)
+        assert d.replicas[0].stats.engine_eviction_s == 9.0
+        said = [m for m in caplog.messages if "evicting its prefix cache" in m]
+        assert len(said) == 1 and "spent 40% of the last 10.0s" in said[0]
+    finally:
+        await runner.cleanup()

@@ -98,6 +98,8 @@ class Metrics:
     # Requests preempted so far (a counter: vLLM), and retracted at the last report (a gauge: SGLang).
     preemptions_total: float | None = None
     retracted: float | None = None
+    # Seconds the engine has spent evicting its prefix cache so far (a counter: SGLang's eviction histogram sum).
+    eviction_seconds_total: float | None = None
     extra: dict[str, float] = field(default_factory=dict)
 
 

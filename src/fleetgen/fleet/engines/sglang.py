@@ -185,7 +185,7 @@ class SglangEngine(Engine):
 
     load_metrics = frozenset({
         "sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:generation_tokens_total", "sglang:token_usage",
-        "sglang:num_retracted_reqs",
+        "sglang:num_retracted_reqs", "sglang:eviction_duration_seconds", "sglang:eviction_duration_seconds_sum",
     })
 
     def parse_metrics(self, text: str) -> Metrics:
@@ -202,6 +202,7 @@ class SglangEngine(Engine):
             generation_tokens_total=m.get("sglang:generation_tokens_total"),
             kv_cache_usage=m.get("sglang:token_usage"),
             retracted=m.get("sglang:num_retracted_reqs"),
+            eviction_seconds_total=m.get("sglang:eviction_duration_seconds_sum"),
             extra=extra,
         )
 

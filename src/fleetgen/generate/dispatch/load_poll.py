@@ -26,6 +26,7 @@ from fleetgen.fleet.engines.base import Engine, Metrics
 from fleetgen.fleet.probe import auth_headers
 from fleetgen.generate.dispatch.auto_limit import LimitController, LimitPolicy, Reading
 from fleetgen.generate.dispatch.dispatcher import Dispatcher
+from fleetgen.generate.dispatch.replica import Replica
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,8 @@ POLL_S = 1.0
 # (BENCHMARKS.md, "full speed").
 RAMP_POLL_S = 0.25
 LOAD_PATHS = ("/v1/loads", "/get_load")  # SGLang 0.5.12, and its older name
+# An engine evicting its prefix cache this share of the time is said (once): it is what slowed SGLang 5x (BENCHMARKS.md).
+EVICTION_SHARE = 0.2
 _TIMEOUT = aiohttp.ClientTimeout(total=5)
 _IDENTITY = {"Accept-Encoding": "identity"}  # a small page: gzip would only cost the engine CPU
 
@@ -48,6 +51,8 @@ class _Source:
     path: str | None = None
     preemptions_total: float | None = None  # the counter at the previous reading
     told: bool = False
+    eviction: tuple[float, float] | None = None  # (the engine's eviction seconds, our clock) at the previous reading
+    told_eviction: bool = False
 
 
 def engine_of_page(text: str) -> Engine | None:
@@ -103,10 +108,28 @@ class LoadPoller:
         replica.stats.engine_waiting = reading.waiting
         replica.stats.engine_kv_usage = reading.kv_usage
         replica.stats.engine_preemptions += int(reading.preempted)
+        self.eviction(src, metrics, replica)
         if replica is not self.dispatcher.replicas[index]:
             return  # replaced while we read: its controller starts from the next poll
         limit = self.controllers[index].update(reading, replica.outstanding)
         self.dispatcher.set_window(index, limit)
+
+    def eviction(self, src: _Source, m: Metrics, replica: Replica) -> None:
+        """Add the engine's time spent evicting its prefix cache to the replica's stats; say so once when it is
+        a large share of the time (SGLang 0.5.12's eviction walks every cached answer: docs/sglang.md)."""
+        if m.eviction_seconds_total is None:
+            return
+        now = self.dispatcher.clock()
+        before, src.eviction = src.eviction, (m.eviction_seconds_total, now)
+        if before is None or m.eviction_seconds_total < before[0] or now <= before[1]:
+            return  # a first reading, or a restarted engine: a new baseline
+        spent = m.eviction_seconds_total - before[0]
+        replica.stats.engine_eviction_s += spent
+        if spent / (now - before[1]) >= EVICTION_SHARE and not src.told_eviction:
+            src.told_eviction = True
+            log.warning(f"{replica.endpoint} spent {100 * spent / (now - before[1]):.0f}% of the last "
+                        f"{now - before[1]:.1f}s evicting its prefix cache: its cache is full of finished answers and "
+                        "each step pays for it (SGLang 0.5.12; see docs/sglang.md, 'The radix cache and long jobs')")
 
     @staticmethod
     def reading(src: _Source, m: Metrics) -> Reading:

@@ -68,6 +68,7 @@ class ReplicaStats:
     engine_waiting: float | None = None
     engine_kv_usage: float | None = None
     engine_preemptions: int = 0  # seen by the load poller during this run
+    engine_eviction_s: float = 0.0  # seconds the engine spent evicting its prefix cache, seen by the poller
 
     def __post_init__(self) -> None:
         self.window_min = self.window_max = self.window
@@ -204,6 +205,7 @@ class Stats:
                     "window": r.window,
                     "window_range": [r.window_min, r.window_max],
                     "engine_preemptions": r.engine_preemptions,
+                    "engine_eviction_s": round(r.engine_eviction_s, 3),
                     "requests": r.requests,
                     "ok": r.ok,
                     "failures": r.failures,
