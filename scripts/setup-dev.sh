@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 source scripts/pip_install.sh
 pip_install .venv -e ".[cpu,prepare,mix,dev,ray]"
+rm -f .venv/fleetgen-setup.stamp  # the extras may have moved a version: the next setup.sh checks the lock again
 # (the same removal as setup.sh: a new extra must not bring them back)
 .venv/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
 # The trainers' own loaders, so the tests feed them fleetgen's exports (tests/export/test_trainer_loaders.py,

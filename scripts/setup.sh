@@ -39,6 +39,17 @@ if uv_ready .venv; then
   say "resolving fleetgen[cpu,prepare,mix]"
   uv_pip .venv compile --quiet pyproject.toml --extra cpu --extra prepare --extra mix -o "$tmp/all.txt"
   grep -Ev "$UNWANTED" "$tmp/all.txt" > "$tmp/lock.txt"
+  # The lock a finished setup installed, with pyproject's hash: the same again means nothing to install.
+  stamp=.venv/fleetgen-setup.stamp
+  { sha256sum pyproject.toml | cut -d' ' -f1; grep -E '^[A-Za-z0-9]' "$tmp/lock.txt"; } > "$tmp/stamp"
+  if cmp -s "$tmp/stamp" "$stamp" && [ -x .venv/bin/fleetgen ]; then
+    say "nothing to install: .venv holds what its last setup installed (delete $stamp to install again)"
+    say "checking SmolLM2 (prepared once, in ~/.cache/fleetgen or \$FLEETGEN_CACHE)"
+    .venv/bin/fleetgen model prepare smollm2 >/dev/null
+    finish
+    say "ready: .venv and SmolLM2"
+    exit 0
+  fi
   for n in $PREPARE; do grep -qi "^$n==" "$tmp/lock.txt" && echo "$n"; done > "$tmp/prepare.in"
   uv_pip .venv compile --quiet pyproject.toml "$tmp/prepare.in" --extra prepare -c "$tmp/lock.txt" -o "$tmp/prepare.txt"
   total=$(grep -c '==' "$tmp/lock.txt")
@@ -59,6 +70,7 @@ if uv_ready .venv; then
     say "the model preparation failed (its lines above); run \`.venv/bin/fleetgen model prepare smollm2\` to retry"
     exit 1
   fi
+  cp "$tmp/stamp" "$stamp"
 else
   say "installing fleetgen[cpu,prepare,mix] with pip (slower than uv: a few minutes)"
   pip_install .venv -e ".[cpu,prepare,mix]"
