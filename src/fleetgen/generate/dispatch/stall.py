@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 MIN_OBSERVED = 8
 MIN_TOKENS = 16
 PACE_WINDOW = 256  # the answers the pace is read from
+RESORT = 32  # answers between two readings of the slow quantile
 SLOW_QUANTILE = 0.95
 # Every stall is logged for a replica's first few, then one in this many (the count is in the summary).
 LOG_FIRST, LOG_EVERY = 3, 10
@@ -34,28 +35,46 @@ class Stalled(TransientError):
     """No answer within the bound the replica's pace sets: cancelled (its connection closed) and re-sent."""
 
 
+class _Pace:
+    """One replica's recent seconds per token, and their slow quantile, re-read every RESORT answers (this runs per request)."""
+
+    __slots__ = ("recent", "slow", "_since")
+
+    def __init__(self) -> None:
+        self.recent: deque[float] = deque(maxlen=PACE_WINDOW)
+        self.slow: float | None = None  # None until MIN_OBSERVED answers
+        self._since = 0
+
+    def add(self, seconds_per_token: float) -> None:
+        self.recent.append(seconds_per_token)
+        self._since += 1
+        if len(self.recent) >= MIN_OBSERVED and (self.slow is None or self._since >= RESORT):
+            ordered = sorted(self.recent)
+            self.slow = ordered[min(len(ordered) - 1, int(SLOW_QUANTILE * len(ordered)))]
+            self._since = 0
+
+
 class StallGuard:
     """The paces of every replica's recent answers, and the bound they set on a request in flight."""
 
     def __init__(self, factor: float, floor_s: float) -> None:
         self.factor = factor
         self.floor_s = floor_s
-        self._paces: dict[int, deque[float]] = {}  # by id(Replica): a replacement starts afresh
+        self._paces: dict[int, _Pace] = {}  # by id(Replica): a replacement starts afresh
 
     def observe(self, r: Replica, latency_s: float, completion_tokens: int) -> None:
         """`r` answered a request in `latency_s` with `completion_tokens` tokens."""
-        paces = self._paces.get(id(r))
-        if paces is None:
-            paces = self._paces[id(r)] = deque(maxlen=PACE_WINDOW)
-        paces.append(latency_s / max(completion_tokens, MIN_TOKENS))
+        pace = self._paces.get(id(r))
+        if pace is None:
+            pace = self._paces[id(r)] = _Pace()
+        pace.add(latency_s / max(completion_tokens, MIN_TOKENS))
 
     def bound_s(self, r: Replica, max_tokens: int) -> float | None:
         """How long a request of `max_tokens` may go unanswered on `r`; None until its pace is known."""
-        paces = self._paces.get(id(r))
-        if paces is None or len(paces) < MIN_OBSERVED:
+        pace = self._paces.get(id(r))
+        if pace is None or pace.slow is None:
             return None
-        slow = sorted(paces)[min(len(paces) - 1, int(SLOW_QUANTILE * len(paces)))]
-        return max(self.floor_s, self.factor * slow * max(max_tokens, MIN_TOKENS))
+        return max(self.floor_s, self.factor * pace.slow * max(max_tokens, MIN_TOKENS))
 
     def stalled(self, r: Replica, bound_s: float, max_tokens: int) -> Stalled:
         """Count and name a request `r` left unanswered for `bound_s`; the error that re-sends it."""
