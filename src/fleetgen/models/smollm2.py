@@ -81,8 +81,8 @@ def read_gguf_once() -> Iterator[None]:
 
     transformers reads the file three times (tokenizer, config, weights) and builds gguf's tensor-name
     map once per module (~400 times); it looks both up on the `gguf` package at call time, so caching
-    them there for the conversion halves its time (BENCHMARKS.md, "Quickstart"), with the same weights.
-    Restored afterwards.
+    them there for the conversion halves its time (BENCHMARKS.md, "Figures the code cites"), with the
+    same weights. Restored afterwards.
     """
     try:
         import gguf as gguf_pkg

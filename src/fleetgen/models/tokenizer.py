@@ -1,10 +1,11 @@
 """The target's tokenizer from files on this machine: a stage that needs one never asks a model hub.
 
 On a GPU node without network, the report once asked huggingface.co for the tokenizer of the served
-name `model` (24 failed lookups, 90 s) and then counted characters. Now the tokenizer comes from the
-fleet's model path (or `--tokenizer`), a local directory or the Hugging Face cache, read with the
-`tokenizers` library alone: no hub call, no torch import (0.1 s instead of 4 s). A `--tokenizer` that
-is nowhere here is reported, not fetched: download it first (`huggingface-cli download ORG/NAME`).
+name `model`, retrying for minutes, and then counted characters (issue 41). Now the tokenizer comes
+from the fleet's model path (or `--tokenizer`), a local directory or the Hugging Face cache, read with
+the `tokenizers` library alone: no hub call, and no torch import (BENCHMARKS.md, "Figures the code
+cites"). A `--tokenizer` that is nowhere here is reported, not fetched: download it first
+(`huggingface-cli download ORG/NAME`).
 """
 
 from __future__ import annotations
