@@ -22,14 +22,11 @@ from hashlib import blake2b
 
 import numpy as np
 
+from fleetgen.rows.idhash import id_hash
+
 U64 = (1 << 64) - 1  # the low half of a 128-bit key
 _MIN_BITS = 12
 CHUNK = 1 << 20  # keys per bulk insert
-
-
-def id_hash(rid: str) -> int:
-    """The 128-bit key of an id (high 64 bits, low 64 bits as one int)."""
-    return int.from_bytes(blake2b(rid.encode("utf-8", "surrogatepass"), digest_size=16).digest(), "little")
 
 
 def _bits_for(n: int) -> int:
