@@ -225,7 +225,7 @@ def _record_identity(prompts: Path, outdir: Path) -> None:
     cfg = GenerateConfig(prompts=prompts, output_dir=outdir, endpoints=["http://127.0.0.1:1"], model="null", max_tokens=2048)
     fp, rows = fingerprint(prompts)
     outdir.mkdir(parents=True)
-    check_identity(outdir, {"prompts": {"sha256": fp, "rows": rows}, "model": "null", "sampling": cfg.sampling()}, force=False)
+    check_identity(outdir, {"prompts": {"sha256": fp, "rows": rows}, "model": "null", "sampling": cfg.sampling.identity()}, force=False)
 
 
 def write_tiny(outdir: Path, rows: int, samples: int) -> None:

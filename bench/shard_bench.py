@@ -141,12 +141,11 @@ def choice_cost(sizes: tuple[int, ...] = (16, 156, 1000, 10000), window: int = 7
 
     from fleetgen.generate import GenerateConfig
     from fleetgen.generate.dispatch.dispatcher import Dispatcher
-    from fleetgen.generate.dispatch.target import dispatch_policy as _policy
 
-    policy = _policy(GenerateConfig(prompts=Path("p"), output_dir=Path("o"), endpoints=["http://127.0.0.1:1"]))
+    job = GenerateConfig(prompts=Path("p"), output_dir=Path("o"), endpoints=["http://127.0.0.1:1"])
 
     async def one(r: int) -> float:
-        d = Dispatcher([f"http://10.0.0.{i}:1" for i in range(r)], window, policy)
+        d = Dispatcher([f"http://10.0.0.{i}:1" for i in range(r)], window, job.routing, job.transport)
         held: deque = deque()
         n = max(1000, 3_000_000 // r)
         t0 = time.perf_counter()

@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import NoneType, UnionType
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, SecretStr
 
@@ -57,6 +57,8 @@ def type_name(annotation: Any) -> str:
     if annotation is NoneType:
         return "null"
     origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:  # a value with its own parser (i/N)
+        return type_name(args[0])
     if origin is Literal:
         return " | ".join(str(a) for a in args)
     if origin in (Union, UnionType):
@@ -70,7 +72,7 @@ def type_name(annotation: Any) -> str:
             return "path"
         if issubclass(annotation, SecretStr):
             return "secret str"
-        return annotation.__name__
+        return getattr(annotation, "METAVAR", None) or annotation.__name__
     return str(annotation).replace("typing.", "")
 
 
@@ -91,8 +93,10 @@ def default_text(f: Any) -> str:
 
 
 def flags_by_field() -> dict[tuple[type[BaseModel], str], list[str]]:
-    """(model, field) -> the `command --flag` texts that set it, read from the CLI's click commands."""
+    """(model, field) -> the `command --flag` texts that set it, read from the CLI's click commands; the model is
+    the one that declares the field (a section, for a flag named after a field of generate's sections)."""
     from fleetgen.cli.app import all_commands, bindings
+    from fleetgen.cli.field_table import leaves
 
     commands = all_commands()
     out: dict[tuple[type[BaseModel], str], list[str]] = {}
@@ -105,7 +109,8 @@ def flags_by_field() -> dict[tuple[type[BaseModel], str], list[str]]:
                 flag = p.name.upper()
             else:
                 flag = "/".join([max(p.opts, key=len), *p.secondary_opts])
-            out.setdefault((binding.model, name), []).append(f"`{command} {flag}`")
+            _, owner, field = leaves(binding.model)[name]
+            out.setdefault((owner, field), []).append(f"`{command} {flag}`")
     return out
 
 
@@ -129,7 +134,9 @@ def render(root: type[BaseModel] | None = None) -> str:
         "`fleetgen generate` (there `prompts` and `output_dir` are required and the fleet comes from `--fleet` or",
         "`--endpoint`), `mix` the recipe of `fleetgen mix`, `doctor` and `export` the flags of `fleetgen doctor` and",
         "`fleetgen export`. **CLI flag** names the command and flag that set the same field; *YAML only* means no",
-        "flag does; — is a section, its fields follow. `[]` in a path is an item of a list.",
+        "flag does; — is a section, its fields follow. `[]` in a path is an item of a list. A field of a section of",
+        "`generate` may also be written flat, by the name its flag has (`generate.max_attempts`, `generate.warmup:",
+        "false`, `generate.warmup_timeout_s`), as job files written before the sections were.",
         "",
     ]
     for s in sections(root):

@@ -38,7 +38,7 @@ IDS = [f"{c}--{p.name}" for c, p, _, _ in BOUND]
 def test_the_bindings_name_real_fields_and_cover_the_fixed_vocabularies():
     for command, binding in BINDINGS.items():
         for option, field in {**binding.field_of, **binding.derived}.items():
-            assert field in binding.model.model_fields, f"{command}: {option} -> {field}: no such field"
+            assert binding.field_info(field) is not None, f"{command}: {option} -> {field}: no such field"
     fields = {(c, f) for c, _, _, f in BOUND}
     for needed in [("generate", "reasoning"), ("generate", "truncation"), ("generate", "dispatch"),
                    ("generate", "event_loop"), ("generate", "shard_runner"), ("generate", "history_reasoning"),
@@ -49,7 +49,7 @@ def test_the_bindings_name_real_fields_and_cover_the_fixed_vocabularies():
 
 @pytest.mark.parametrize(("command", "param", "binding", "field"), BOUND, ids=IDS)
 def test_a_literal_field_s_flag_lists_exactly_its_words(command, param, binding, field):
-    annotation = binding.model.model_fields[field].annotation
+    annotation = binding.field_info(field).annotation
     words = literal_values(annotation)
     if not words or field in binding.derived:
         return
@@ -61,7 +61,7 @@ def test_a_literal_field_s_flag_lists_exactly_its_words(command, param, binding,
 
 @pytest.mark.parametrize(("command", "param", "binding", "field"), BOUND, ids=IDS)
 def test_an_option_s_default_is_its_field_s_default(command, param, binding, field):
-    f = binding.model.model_fields[field]
+    f = binding.field_info(field)
     if param.param_type_name == "argument" or param.required or param.name in binding.derived:
         return
     if param.name in binding.overrides:
@@ -74,13 +74,18 @@ def test_an_option_s_default_is_its_field_s_default(command, param, binding, fie
     assert got == expected, f"{command} {param.opts[0]}: default {got!r}, field {binding.model.__name__}.{field} {expected!r}"
 
 
-def test_help_lists_the_choices_and_groups_the_partition_flags():
+def test_help_lists_the_choices_and_groups_the_flags_by_section():
     out = CliRunner().invoke(app, ["generate", "--help"], env={"COLUMNS": "300"}).output
     assert "save|strip|off" in out and "least-outstanding|round-robin" in out
-    panel = out[out.index("Partitioning"):]
-    for flag in ("--shard ", "--shards ", "--replica-slice", "--shard-runner"):
-        assert flag in panel, flag
-    assert "--shards " not in out[: out.index("Partitioning")]
+    for title, flags in (("Sampling", ("--temperature ", "--profiles ")), ("Transport", ("--max-attempts ",)),
+                         ("Routing", ("--concurrency ", "--hedge ")), ("Observe", ("--metrics-port ",)),
+                         ("Sharding", ("--shard ", "--shards ", "--replica-slice", "--shard-runner")),
+                         ("Warmup", ("--warmup ", "--warmup-timeout-s"))):
+        start = out.index(f"╭─ {title} ")
+        panel = out[start:out.index("╰", start)]
+        for flag in flags:
+            assert flag in panel and flag not in out[:start], (title, flag)
+    assert "--lease-group" not in out  # set by --shards for each shard, never by hand
     export = CliRunner().invoke(app, ["export", "--help"], env={"COLUMNS": "300"}).output
     assert "--reasoning-in-data" in export and "train|context|drop" in export
     assert "--reasoning " not in export  # the old spelling is hidden

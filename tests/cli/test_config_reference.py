@@ -22,9 +22,14 @@ def test_every_field_of_the_job_file_has_a_description():
 
 def test_the_page_lists_each_section_and_the_flag_or_yaml_only():
     page = render()
-    for title in ("## `fleet`", "## `generate`", "## `generate.profiles[]`", "## `export`", "## `report`", "## `mix.sources[]`"):
+    for title in ("## `fleet`", "## `generate`", "## `generate.sampling`", "## `generate.sampling.profiles[]`",
+                  "## `generate.transport`", "## `generate.warmup`", "## `export`", "## `report`", "## `mix.sources[]`"):
         assert title in page
     row = next(line for line in page.splitlines() if line.startswith("| `export.reasoning` "))
     assert "`export --reasoning-in-data`" in row and "train \\| context \\| drop" in row
-    row = next(line for line in page.splitlines() if line.startswith("| `generate.max_attempts` "))
-    assert "*YAML only*" in row and "`6`" in row
+    row = next(line for line in page.splitlines() if line.startswith("| `generate.transport.max_attempts` "))
+    assert "`generate --max-attempts`" in row and "`6`" in row  # a section's field: a flag of its own name
+    row = next(line for line in page.splitlines() if line.startswith("| `generate.warmup.enabled` "))
+    assert "`generate --warmup/--no-warmup`" in row  # named as it was before the sections: flat, prefixed
+    row = next(line for line in page.splitlines() if line.startswith("| `generate.sharding.lease_group` "))
+    assert "*YAML only*" in row

@@ -16,8 +16,8 @@ from helpers import read_jsonl, write_prompts
 from standin_server import StandinServer
 
 from fleetgen.generate.config.profiles import NOT_SAMPLING, SamplingProfile, assign
+from fleetgen.generate.config.sampling import derived_seed
 from fleetgen.generate.dispatch.warmup import WARMUP_PROMPT
-from fleetgen.generate.turns.conversation import derived_seed
 
 N, SAMPLES, SEED = 300, 2, 11
 PROFILES = [

@@ -6,7 +6,7 @@ import asyncio
 import logging
 
 from fleetgen.fleet.state import FleetState, ReplicaState, write_state
-from fleetgen.generate.dispatch.dispatcher import Dispatcher, DispatchPolicy
+from fleetgen.generate.dispatch.dispatcher import Dispatcher
 from fleetgen.generate.dispatch.fleet_follow import follow_fleet
 
 
@@ -29,7 +29,7 @@ async def test_a_replacement_joins_when_verified_and_a_grown_fleet_is_only_noted
     caplog.set_level(logging.INFO, logger="fleetgen")
     a, b = _replica(0, "http://a:1", True), _replica(1, "http://b:1", True)
     _write(tmp_path, [a, b])
-    d = Dispatcher([a.endpoint, b.endpoint], 4, DispatchPolicy())
+    d = Dispatcher([a.endpoint, b.endpoint], 4)
     watch = asyncio.create_task(follow_fleet(tmp_path, d, poll_s=0.05))
     try:
         await _settle()
@@ -56,7 +56,7 @@ async def test_a_slice_of_the_fleet_follows_only_its_own_replicas(tmp_path, capl
 
     fleet = [_replica(i, f"http://r{i}:1", True) for i in range(4)]
     _write(tmp_path, fleet)
-    d = Dispatcher([fleet[1].endpoint, fleet[3].endpoint], 4, DispatchPolicy())  # slice 1/2: replicas 1 and 3
+    d = Dispatcher([fleet[1].endpoint, fleet[3].endpoint], 4)  # slice 1/2: replicas 1 and 3
     watch = asyncio.create_task(follow_fleet(tmp_path, d, Shard(1, 2), poll_s=0.05))
     try:
         await _settle()

@@ -8,14 +8,20 @@ import random
 import pytest
 
 from fleetgen.errors import NoReplicaError
+from fleetgen.generate.config.sections import RoutingConfig, TransportConfig
 from fleetgen.generate.dispatch.client import Rejected, TransientError
-from fleetgen.generate.dispatch.dispatcher import Dispatcher, DispatchPolicy
+from fleetgen.generate.dispatch.dispatcher import Dispatcher
 from fleetgen.generate.dispatch.hedging import HEDGE_MIN_OBSERVED
 
 
+def sections(**kw) -> tuple[RoutingConfig, TransportConfig]:
+    """The routing and transport sections from their fields' names, with retries and cool-downs made quick."""
+    kw = {"backoff_base_s": 0.001, "backoff_max_s": 0.01, "replica_cooldown_s": 0.05, **kw}
+    return tuple(s(**{k: v for k, v in kw.items() if k in s.model_fields}) for s in (RoutingConfig, TransportConfig))
+
+
 def make(n=2, window=2, **kw) -> Dispatcher:
-    policy = DispatchPolicy(**{"backoff_base_s": 0.001, "backoff_max_s": 0.01, "cooldown_s": 0.05, **kw})
-    return Dispatcher([f"http://r{i}" for i in range(n)], window, policy, rng=random.Random(0))
+    return Dispatcher([f"http://r{i}" for i in range(n)], window, *sections(**kw), rng=random.Random(0))
 
 
 def slow_on_replica_0():
@@ -68,7 +74,7 @@ async def test_affinity_sticks_to_a_replica_until_it_is_clearly_busier():
 
 
 async def test_round_robin_waits_for_a_full_replica_even_when_another_is_idle():
-    d = make(window=1, least_outstanding=False)
+    d = make(window=1, dispatch="round-robin")
     a = await d.acquire()
     b = await d.acquire()
     assert (a.index, b.index) == (0, 1)
@@ -108,8 +114,8 @@ async def test_a_cooldown_timer_that_fires_before_the_clock_still_lets_the_probe
     # retry_at; a clock running at half the loop's speed makes every cool-down timer fire early.
     loop = asyncio.get_running_loop()
     t0 = loop.time()
-    policy = DispatchPolicy(backoff_base_s=0.001, backoff_max_s=0.01, cooldown_s=0.05, failures_to_eject=1, hedge=False)
-    d = Dispatcher(["http://r0"], 1, policy, clock=lambda: t0 + (loop.time() - t0) / 2, rng=random.Random(0))
+    policy = sections(replica_failures=1, hedge=False)
+    d = Dispatcher(["http://r0"], 1, *policy, clock=lambda: t0 + (loop.time() - t0) / 2, rng=random.Random(0))
     r = await d.acquire()
     d.release(r, failure=TransientError("connection refused"))
     assert not r.in_rotation
@@ -193,7 +199,7 @@ async def test_a_twin_waits_for_a_replica_at_most_half_full():
 
 
 async def test_a_replacement_takes_new_work_and_the_old_address_failures_never_count_against_it():
-    d = make(n=2, window=2, failures_to_eject=1)
+    d = make(n=2, window=2, replica_failures=1)
     old = [await d.acquire() for _ in range(4)]  # both windows full, two requests on replica 1's old address
     assert d.replace_endpoint(1, "http://r1-new") and not d.replace_endpoint(1, "http://r1-new")
     fresh = await asyncio.wait_for(d.acquire(), 1)  # the replacement has an empty window
@@ -207,7 +213,7 @@ async def test_a_replacement_takes_new_work_and_the_old_address_failures_never_c
 
 
 async def test_a_replacement_revives_a_fleet_that_was_all_down():
-    d = make(n=1, window=1, failures_to_eject=1, cooldown_s=30.0, give_up_after_s=0.05)
+    d = make(n=1, window=1, replica_failures=1, replica_cooldown_s=30.0, give_up_after_s=0.05)
     r = await d.acquire()
     d.release(r, failure=TransientError("connection refused"))  # out of rotation for 30 s
     d.replace_endpoint(0, "http://r0-new")
@@ -220,8 +226,8 @@ async def test_retries_are_counted_and_answered_requests_observed_for_the_latenc
     from fleetgen.generate.observe.stats import Stats
 
     stats = Stats()
-    policy = DispatchPolicy(backoff_base_s=0.001, backoff_max_s=0.01, hedge=hedge, prefix_affinity=False)
-    d = Dispatcher(["http://r0", "http://r1"], 4, policy, rng=random.Random(0), stats=stats)
+    policy = sections(hedge=hedge, prefix_affinity=False)
+    d = Dispatcher(["http://r0", "http://r1"], 4, *policy, rng=random.Random(0), stats=stats)
     failures = iter([True, True, False, False, False])
 
     async def fn(r):

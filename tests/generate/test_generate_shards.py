@@ -51,14 +51,15 @@ def test_shard_configs_split_the_window_and_fix_paths(tmp_path, monkeypatch):
     cfg = GenerateConfig(prompts=Path("p.jsonl"), output_dir=Path("out"), endpoints=["http://127.0.0.1:1"], shards=3,
                          concurrency=64)
     parts = shard_configs(cfg)
-    assert [c.shard for c in parts] == ["0/3", "1/3", "2/3"] and {c.shards for c in parts} == {None}
-    assert {c.concurrency for c in parts} == {22}  # 3 x 22 >= 64: each replica sees what one process would put on it
+    assert [str(c.sharding.shard) for c in parts] == ["0/3", "1/3", "2/3"] and {c.sharding.shards for c in parts} == {None}
+    assert {c.routing.concurrency for c in parts} == {22}  # 3 x 22 >= 64: each replica sees what one process would put on it
     assert all(c.prompts == tmp_path / "p.jsonl" and c.output_dir == tmp_path / "out" for c in parts)
-    assert {c.replica_slice for c in parts} == {None}  # fewer replicas than shards: all share the one
-    assert [c.metrics_port for c in shard_configs(cfg.model_copy(update={"metrics_port": 9400}))] == [9400, 9401, 9402]
+    assert {c.sharding.replica_slice for c in parts} == {None}  # fewer replicas than shards: all share the one
+    assert [c.observe.metrics_port for c in shard_configs(cfg.updated(metrics_port=9400))] == [9400, 9401, 9402]
     fleet = [f"http://127.0.0.1:{port}" for port in range(9001, 9006)]
-    sliced = shard_configs(cfg.model_copy(update={"endpoints": fleet}))
-    assert [c.replica_slice for c in sliced] == ["0/3", "1/3", "2/3"] and {c.concurrency for c in sliced} == {64}
+    sliced = shard_configs(cfg.updated(endpoints=fleet))
+    assert [str(c.sharding.replica_slice) for c in sliced] == ["0/3", "1/3", "2/3"]
+    assert {c.routing.concurrency for c in sliced} == {64}
     mine = [resolve_target(c).endpoints for c in sliced]
     assert sorted(e for m in mine for e in m) == fleet and mine[0] == [fleet[0], fleet[3]]  # disjoint, all covered
     with pytest.raises(ValueError, match="not both"):
@@ -76,7 +77,7 @@ def test_a_node_that_does_not_see_the_output_directory_is_told_so(tmp_path):
     with pytest.raises(Exception, match="not shared with node B"):
         check_visible(cfg, ".fleetgen-shards-abc", "another driver's token", "node B")
     with pytest.raises(Exception, match="not visible on node C"):
-        check_visible(cfg.model_copy(update={"prompts": tmp_path / "elsewhere.jsonl"}), ".fleetgen-shards-abc", "abc", "node C")
+        check_visible(cfg.updated(prompts=tmp_path / "elsewhere.jsonl"), ".fleetgen-shards-abc", "abc", "node C")
 
 
 def test_kill9_of_one_shard_process_is_restarted_and_exactly_once(tmp_path, standin):
@@ -158,7 +159,7 @@ def test_the_runner_follows_the_fleet_states_backend(tmp_path):
                                       ray_address=address))
         cfg = GenerateConfig(prompts=tmp_path / "p.jsonl", output_dir=tmp_path / "o", fleet_state=state, shards=2)
         assert choose_runner(cfg) == want
-        assert choose_runner(cfg.model_copy(update={"shard_runner": "process"})) == ("process", None)
+        assert choose_runner(cfg.updated(shard_runner="process")) == ("process", None)
     endpoints = GenerateConfig(prompts=tmp_path / "p.jsonl", output_dir=tmp_path / "o", endpoints=["http://x"], shards=2)
     assert choose_runner(endpoints) == ("process", None)
-    assert choose_runner(endpoints.model_copy(update={"shard_runner": "ray"})) == ("ray", "auto")  # RAY_ADDRESS, as `ray` reads it
+    assert choose_runner(endpoints.updated(shard_runner="ray")) == ("ray", "auto")  # RAY_ADDRESS, as `ray` reads it

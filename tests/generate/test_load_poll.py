@@ -15,8 +15,9 @@ import pytest
 from aiohttp import web
 
 from fleetgen.fleet.engines import get_engine
+from fleetgen.generate.config.sections import RoutingConfig
 from fleetgen.generate.dispatch.auto_limit import LimitPolicy
-from fleetgen.generate.dispatch.dispatcher import Dispatcher, DispatchPolicy
+from fleetgen.generate.dispatch.dispatcher import Dispatcher
 from fleetgen.generate.dispatch.load_poll import LoadPoller, engine_of_page
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +45,7 @@ async def test_readings_of_real_pages_and_preemptions_as_counter_deltas():
     pages = [VLLM_PAGE.replace(counter + "0.0", counter + "5.0"), SGLANG_PAGE]  # what replicas 0 and 1 serve now
     servers = [await _serve(_live(pages, i)) for i in range(2)]
     try:
-        d = Dispatcher([e for _, e in servers], 200, DispatchPolicy(hedge=False), rng=random.Random(0))
+        d = Dispatcher([e for _, e in servers], 200, RoutingConfig(hedge=False), rng=random.Random(0))
         poller = LoadPoller(d, LimitPolicy(start=200))
         async with aiohttp.ClientSession() as http:
             await poller.poll_one(http, 0)  # the first reading is the baseline of the counter
@@ -100,7 +101,7 @@ async def test_a_poll_sets_the_window_from_the_page_or_from_sglangs_load_endpoin
     r0, e0 = await _serve(_standin({"/metrics": busy, "/metrics/": busy}, asked))
     r1, e1 = await _serve(_standin({"/get_load": SGLANG_LOAD}, asked1))
     try:
-        d = Dispatcher([e0, e1], 200, DispatchPolicy(hedge=False), rng=random.Random(0))
+        d = Dispatcher([e0, e1], 200, RoutingConfig(hedge=False), rng=random.Random(0))
         poller = LoadPoller(d, LimitPolicy(start=200))
         d.replicas[0].stats.outstanding = 164  # what we hold there: all of the engine's requests
         async with aiohttp.ClientSession() as http:
@@ -128,7 +129,7 @@ async def test_a_server_without_the_narrowed_page_is_polled_on_the_whole_page(na
     asked: list[web.Request] = []
     r0, e0 = await _serve(_standin(routes, asked))
     try:
-        d = Dispatcher([e0], 200, DispatchPolicy(hedge=False), rng=random.Random(0))
+        d = Dispatcher([e0], 200, RoutingConfig(hedge=False), rng=random.Random(0))
         poller = LoadPoller(d, LimitPolicy(start=200))
         async with aiohttp.ClientSession() as http:
             for _ in range(2):
@@ -144,7 +145,7 @@ async def test_the_poll_session_asks_for_unzipped_pages():
     asked: list[web.Request] = []
     r0, e0 = await _serve(_standin({"/metrics": VLLM_PAGE}, asked))
     try:
-        d = Dispatcher([e0], 200, DispatchPolicy(hedge=False), rng=random.Random(0))
+        d = Dispatcher([e0], 200, RoutingConfig(hedge=False), rng=random.Random(0))
         poller = LoadPoller(d, LimitPolicy(start=200), api_key="k", poll_s=0.01)
         task = asyncio.create_task(poller.run())
 
@@ -175,7 +176,7 @@ def test_a_poll_parses_only_the_load_lines_and_reads_what_the_whole_page_says():
 def test_the_poller_reads_faster_only_while_a_limit_still_doubles_below_the_ceiling():
     from fleetgen.generate.dispatch.auto_limit import Reading
 
-    d = Dispatcher(["http://127.0.0.1:1", "http://127.0.0.1:2"], 16, DispatchPolicy(hedge=False), rng=random.Random(0))
+    d = Dispatcher(["http://127.0.0.1:1", "http://127.0.0.1:2"], 16, RoutingConfig(hedge=False), rng=random.Random(0))
     poller = LoadPoller(d, LimitPolicy(start=16, ceiling=64))
     assert poller.ramping()
     a, b = poller.controllers
@@ -200,7 +201,7 @@ async def test_the_engines_time_evicting_its_prefix_cache_is_counted_and_a_large
     now = [0.0]
     runner, endpoint = await _serve(_live(pages, 0))
     try:
-        d = Dispatcher([endpoint], 200, DispatchPolicy(hedge=False), clock=lambda: now[0], rng=random.Random(0))
+        d = Dispatcher([endpoint], 200, RoutingConfig(hedge=False), clock=lambda: now[0], rng=random.Random(0))
         poller = LoadPoller(d, LimitPolicy(start=200))
         with caplog.at_level(logging.WARNING, logger="fleetgen.generate.dispatch.load_poll"):
             async with aiohttp.ClientSession() as http:

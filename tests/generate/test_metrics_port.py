@@ -38,7 +38,7 @@ def test_non_loopback_metrics_host_is_refused_unless_allowed(tmp_path, host):
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1"])
 def test_loopback_hosts_need_no_opt_in(tmp_path, host):
-    assert GenerateConfig(**base(tmp_path, metrics_port=0, metrics_host=host)).metrics_host == host
+    assert GenerateConfig(**base(tmp_path, metrics_port=0, metrics_host=host)).observe.metrics_host == host
 
 
 def test_cli_refuses_a_remote_metrics_bind_before_any_work(tmp_path):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import random
 
-from fleetgen.generate.dispatch.dispatcher import Dispatcher, DispatchPolicy
+from fleetgen.generate.config.sections import RoutingConfig
+from fleetgen.generate.dispatch.dispatcher import Dispatcher
 from fleetgen.generate.dispatch.prefix_map import BLOCK_CHARS, MIN_BLOCKS, PrefixMap, prefix_blocks
 
 TOOLS = [{"type": "function", "function": {"name": f"tool_{i}", "description": "does a thing " * 20,
@@ -25,7 +26,7 @@ def blocks(system: str, i: int, tools=TOOLS) -> tuple[int, ...]:
 
 
 def make(n=2, window=16, **kw) -> Dispatcher:
-    return Dispatcher([f"http://r{i}" for i in range(n)], window, DispatchPolicy(hedge=False, **kw), rng=random.Random(0))
+    return Dispatcher([f"http://r{i}" for i in range(n)], window, RoutingConfig(hedge=False, **kw), rng=random.Random(0))
 
 
 def test_prompts_sharing_a_system_prompt_share_their_leading_blocks_and_no_more():

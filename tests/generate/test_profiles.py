@@ -16,8 +16,8 @@ from standin_server import StandinServer
 from fleetgen.errors import ConfigError, ResumeMismatchError
 from fleetgen.generate import GenerateConfig, generate
 from fleetgen.generate.config.profiles import NOT_SAMPLING, SamplingProfile, assign
+from fleetgen.generate.config.sampling import derived_seed
 from fleetgen.generate.dispatch.warmup import WARMUP_PROMPT
-from fleetgen.generate.turns.conversation import derived_seed
 
 PROFILES = [
     {"name": "direct", "weight": 1, "temperature": 0.3, "thinking": False},
@@ -68,11 +68,11 @@ def test_without_profiles_the_identity_and_rows_are_as_before(tmp_path, standin)
     server, url = standin
     write_prompts(tmp_path / "p.jsonl", 3)
     c = cfg(tmp_path, url)
-    assert c.sampling() == {"max_tokens": 8, "temperature": 0.7, "top_p": 1.0, "seed": 7, "reasoning": "save",
+    assert c.sampling.identity() == {"max_tokens": 8, "temperature": 0.7, "top_p": 1.0, "seed": 7, "reasoning": "save",
                             "truncation": "keep"}
     generate(c, handle_signals=False)
     rows = read_jsonl(tmp_path / "out" / "results.jsonl")
-    assert all("profile" not in r and r["sampling"] == {**c.sampling(), "seed": derived_seed(7, r["id"], r["sample"], 0)}
+    assert all("profile" not in r and r["sampling"] == {**c.sampling.identity(), "seed": derived_seed(7, r["id"], r["sample"], 0)}
                for r in rows)
     sampling_keys = {k for b in server.bodies for k in b if k not in NOT_SAMPLING}
     assert sampling_keys == {"max_tokens", "temperature", "top_p", "seed"}
@@ -94,7 +94,7 @@ def test_two_profiles_every_row_records_exactly_what_the_server_received(tmp_pat
         # One shape on every row: what the server received, plus the job's policies.
         sent = {k: v for k, v in got.items() if k not in NOT_SAMPLING}
         assert r["sampling"] == {**sent, "reasoning": "save", "truncation": "keep"}, r["id"]
-        assert r["profile"] == assign(c.profiles, 7, r["id"], r["sample"]).name
+        assert r["profile"] == assign(c.sampling.profiles, 7, r["id"], r["sample"]).name
     names = Counter(r["profile"] for r in rows)
     assert set(names) == {"direct", "think"}
     direct = next(r for r in rows if r["profile"] == "direct")["sampling"]

@@ -18,7 +18,7 @@ from standin_server import StandinServer, standin_path
 from fleetgen.errors import NoReplicaError
 from fleetgen.generate import GenerateConfig, SamplingProfile, generate
 from fleetgen.generate.dispatch import client
-from fleetgen.generate.dispatch.dispatcher import Dispatcher, DispatchPolicy
+from fleetgen.generate.dispatch.dispatcher import Dispatcher
 from fleetgen.generate.dispatch.warmup import WARMUP_PROMPT, Warmup, sampling_paths
 
 PROFILES = [
@@ -86,7 +86,7 @@ def test_no_job_request_reaches_a_replica_before_each_of_its_paths_answered(tmp_
 )
 def test_the_warm_up_set_is_one_path_per_distinct_kernel_choice(tmp_path, job, profiles, expected):
     config = cfg(tmp_path, ["http://127.0.0.1:1"], profiles=[SamplingProfile(**p) for p in profiles], **job)
-    paths = sampling_paths(config, "m")
+    paths = sampling_paths(config.sampling, "m")
     assert [p.name for p in paths] == expected
     for path in paths:  # each body carries what the job's requests of that path carry, and is short
         assert path.body["max_tokens"] <= 4 and path.body["model"] == "m"
@@ -96,7 +96,7 @@ def test_the_warm_up_set_is_one_path_per_distinct_kernel_choice(tmp_path, job, p
 def test_a_profile_with_a_length_floor_still_gets_a_short_warm_up_the_engine_accepts(tmp_path):
     """SGLang refused `min_new_tokens 128` with `max_new_tokens 4` (H200, 0.5.12): the floor is cut to the warm-up's length."""
     profiles = [SamplingProfile(name="fixed", max_tokens=512, extra_body={"min_tokens": 128})]
-    [path] = sampling_paths(cfg(tmp_path, ["http://127.0.0.1:1"], profiles=profiles), "m")
+    [path] = sampling_paths(cfg(tmp_path, ["http://127.0.0.1:1"], profiles=profiles).sampling, "m")
     assert path.name == "temperature+extra:min_tokens"
     assert path.body["max_tokens"] <= 4 and path.body["min_tokens"] <= path.body["max_tokens"]
 
@@ -106,9 +106,10 @@ def test_a_replica_whose_warm_up_fails_is_reported_and_stays_out_of_rotation(tmp
     urls = [broken.start(), good.start()]
 
     async def main():
-        dispatcher = Dispatcher(urls, 4, DispatchPolicy())
+        dispatcher = Dispatcher(urls, 4)
+        job = cfg(tmp_path, urls, max_attempts=2, top_p=0.9)
         async with client.new_session(None, 16) as http:
-            warmup = Warmup.start(cfg(tmp_path, urls, max_attempts=2, top_p=0.9), dispatcher, http, "standin")
+            warmup = Warmup.start(job.warmup, job.sampling, job.transport, dispatcher, http, "standin")
             await warmup.settled()
             return dispatcher, [dispatcher.try_acquire() for _ in range(4)], warmup.to_dict()
 

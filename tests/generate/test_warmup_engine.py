@@ -48,7 +48,7 @@ def test_each_paths_warm_up_reaches_a_real_server_before_the_job(cpu_fleet, tmp_
     stats = generate(config, handle_signals=False)
     after = served(endpoint)
     assert_exactly_once(tmp_path / "out", [f"p{i}" for i in range(4)], 1)
-    paths = sampling_paths(config, cpu_fleet.served_model_name)
+    paths = sampling_paths(config.sampling, cpu_fleet.served_model_name)
     assert [p.name for p in paths] == ["greedy", "top_p<1", "min_p", "top_k"]
     (warmed,) = stats.warmup["replicas"]
     assert "error" not in warmed and not warmed.get("refused") and list(warmed["seconds"]) == [p.name for p in paths]

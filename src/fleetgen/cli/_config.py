@@ -19,6 +19,7 @@ import typer
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
+    from pydantic.fields import FieldInfo
 
 
 def merge_flags(
@@ -96,6 +97,12 @@ class Binding:
         from fleetgen.cli.field_table import model_class
 
         return model_class(self.model_name)
+
+    def field_info(self, name: str) -> FieldInfo:
+        """The declaration of the field `name` (a flat name for a model in sections) of this binding's model."""
+        from fleetgen.cli.field_table import field_info
+
+        return field_info(self.model, name)
 
     def field_for(self, option: str) -> str | None:
         """The field option `option` (its parameter name) sets, or None."""

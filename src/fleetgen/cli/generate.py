@@ -2,124 +2,62 @@
 
 from __future__ import annotations
 
+import inspect
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Any
 
 import typer
 import yaml
 from rich.console import Console
 from rich.table import Table
 
-from fleetgen.cli._config import Binding, merge_flags
-from fleetgen.cli._config import choices as _c
-from fleetgen.cli._config import default as _d
-from fleetgen.cli._config import field_help as _h
+from fleetgen.cli._config import Binding, field_help, typed
+from fleetgen.cli._options import Flag, generated_options, with_parameters
 from fleetgen.cli._wide import print_whole
-from fleetgen.config import validate
 from fleetgen.errors import ConfigError
-
-# Only the config and two light modules at module level: the runner (aiohttp, the journal) loads when the command runs.
-from fleetgen.generate import GenerateConfig
 from fleetgen.rows.stats_file import describe_silence
 from fleetgen.rows.token_ids import MISSING
 
 if TYPE_CHECKING:
-    from fleetgen.generate import ShardedRun, Stats
+    # The config and the runner (aiohttp, the journal) load when the command runs: --help reads cli/_fields.py.
+    from fleetgen.generate import GenerateConfig, ShardedRun, Stats
 
 console = Console(stderr=True)
 
 G = "GenerateConfig"
-# CLI flag -> config field, where the names differ.
-_FIELD_OF = {"output": "output_dir", "fleet": "fleet_state", "endpoint": "endpoints"}
-BINDINGS = {"generate": Binding(G, _FIELD_OF, derived={"profiles": "profiles"})}
-# One panel of --help for the flags that split a job: --shards N runs all N here, --shard i/N is one of them.
-_PARTS = "Partitioning"
+# Where a flag is not its field's plain one (the rest: cli/_options.py makes `--<flat name>` of every field).
+FLAGS = {
+    "output_dir": Flag(("--output", "-o")),
+    "fleet_state": Flag(("--fleet",)),
+    "endpoints": Flag(("--endpoint",)),
+    "api_key": Flag(("--api-key",), {"envvar": "FLEETGEN_API_KEY", "show_envvar": True}),
+}
+# Set by `--shards` for each shard it starts, never by hand: YAML only.
+NO_FLAG = ("prompts", "lease_group")
+OPTIONS = generated_options(G, FLAGS, leave_out=NO_FLAG)
+FIELD_OF = {param.name: flat for flat, param in OPTIONS.items()}  # option -> the field it sets (a flat name)
+BINDINGS = {"generate": Binding(G, {k: v for k, v in FIELD_OF.items() if k != v}, derived={"profiles": "profiles"})}
 
 
-def cmd_generate(
-    ctx: typer.Context,
-    prompts: Annotated[Path, typer.Argument(help=_h(G, "prompts"))],
-    output: Annotated[Path, typer.Option("--output", "-o", help=_h(G, "output_dir"))],
-    fleet: Annotated[Path | None, typer.Option("--fleet", help=_h(G, "fleet_state"))] = _d(G, "fleet_state"),
-    endpoint: Annotated[list[str] | None, typer.Option("--endpoint", help=_h(G, "endpoints"))] = None,
-    model: Annotated[str | None, typer.Option(help=_h(G, "model"))] = _d(G, "model"),
-    samples: Annotated[int, typer.Option(help=_h(G, "samples"))] = _d(G, "samples"),
-    max_tokens: Annotated[int, typer.Option(help=_h(G, "max_tokens"))] = _d(G, "max_tokens"),
-    temperature: Annotated[float, typer.Option(help=_h(G, "temperature"))] = _d(G, "temperature"),
-    top_p: Annotated[float, typer.Option(help=_h(G, "top_p"))] = _d(G, "top_p"),
-    seed: Annotated[int | None, typer.Option(help=_h(G, "seed"))] = _d(G, "seed"),
-    concurrency: Annotated[str, typer.Option(metavar="auto|N", help=_h(G, "concurrency"))] = _d(G, "concurrency"),
-    profiles: Annotated[
-        Path | None,
-        typer.Option("--profiles", help="YAML or JSON file holding the profiles list. " + _h(G, "profiles")),
-    ] = None,
-    reasoning: Annotated[str, typer.Option(metavar=_c(G, "reasoning"), help=_h(G, "reasoning"))] = _d(G, "reasoning"),
-    truncation: Annotated[str, typer.Option(metavar=_c(G, "truncation"), help=_h(G, "truncation"))] = _d(G, "truncation"),
-    history_reasoning: Annotated[
-        str, typer.Option(metavar=_c(G, "history_reasoning"), help=_h(G, "history_reasoning"))
-    ] = _d(G, "history_reasoning"),
-    tokenizer: Annotated[str | None, typer.Option(help=_h(G, "tokenizer"))] = _d(G, "tokenizer"),
-    tool_match: Annotated[str, typer.Option(metavar=_c(G, "tool_match"), help=_h(G, "tool_match"))] = _d(G, "tool_match"),
-    context_length: Annotated[int | None, typer.Option(help=_h(G, "context_length"))] = _d(G, "context_length"),
-    dispatch: Annotated[str, typer.Option(metavar=_c(G, "dispatch"), help=_h(G, "dispatch"))] = _d(G, "dispatch"),
-    prefix_affinity: Annotated[bool, typer.Option(help=_h(G, "prefix_affinity"))] = _d(G, "prefix_affinity"),
-    prefix_routing: Annotated[bool, typer.Option(help=_h(G, "prefix_routing"))] = _d(G, "prefix_routing"),
-    hedge: Annotated[bool, typer.Option(help=_h(G, "hedge"))] = _d(G, "hedge"),
-    retry_errors: Annotated[bool, typer.Option("--retry-errors", help=_h(G, "retry_errors"))] = _d(G, "retry_errors"),
-    token_ids: Annotated[bool, typer.Option(help=_h(G, "token_ids"))] = _d(G, "token_ids"),
-    require_token_ids: Annotated[
-        bool, typer.Option("--require-token-ids", help=_h(G, "require_token_ids"))
-    ] = _d(G, "require_token_ids"),
-    force: Annotated[bool, typer.Option("--force", help=_h(G, "force"))] = _d(G, "force"),
-    metrics_port: Annotated[int | None, typer.Option(help=_h(G, "metrics_port"))] = _d(G, "metrics_port"),
-    metrics_host: Annotated[str, typer.Option(help=_h(G, "metrics_host"))] = _d(G, "metrics_host"),
-    metrics_allow_remote: Annotated[
-        bool, typer.Option("--metrics-allow-remote", help=_h(G, "metrics_allow_remote"))
-    ] = _d(G, "metrics_allow_remote"),
-    shard: Annotated[
-        str | None, typer.Option("--shard", metavar="i/N", help=_h(G, "shard"), rich_help_panel=_PARTS)
-    ] = _d(G, "shard"),
-    shards: Annotated[
-        int | None, typer.Option("--shards", metavar="N", help=_h(G, "shards"), rich_help_panel=_PARTS)
-    ] = _d(G, "shards"),
-    replica_slice: Annotated[
-        str | None, typer.Option(metavar="i/N", help=_h(G, "replica_slice"), rich_help_panel=_PARTS)
-    ] = _d(G, "replica_slice"),
-    shard_runner: Annotated[
-        str, typer.Option(metavar=_c(G, "shard_runner"), help=_h(G, "shard_runner"), rich_help_panel=_PARTS)
-    ] = _d(G, "shard_runner"),
-    shard_retries: Annotated[
-        int, typer.Option(help=_h(G, "shard_retries"), rich_help_panel=_PARTS)
-    ] = _d(G, "shard_retries"),
-    event_loop: Annotated[str, typer.Option(metavar=_c(G, "event_loop"), help=_h(G, "event_loop"))] = _d(G, "event_loop"),
-    warmup: Annotated[bool, typer.Option(help=_h(G, "warmup"))] = _d(G, "warmup"),
-    warmup_timeout_s: Annotated[float, typer.Option(help=_h(G, "warmup_timeout_s"))] = _d(G, "warmup_timeout_s"),
-    api_key: Annotated[
-        str | None,
-        typer.Option("--api-key", envvar="FLEETGEN_API_KEY", show_envvar=True, help=_h(G, "api_key")),
-    ] = _d(G, "api_key"),
-    config: Annotated[
-        Path | None, typer.Option(help="YAML file with a generate config (any field); flags given override it.")
-    ] = None,
-) -> None:
+def cmd_generate(ctx: typer.Context, prompts: Path, profiles: Path | None, config: Path | None, **flags: Any) -> None:
     """Regenerate the assistant turns of every prompt across the fleet, exactly once per (prompt, sample)."""
-    flags = {
-        "prompts": prompts, "output": output, "fleet": fleet, "endpoint": endpoint or [], "model": model,
-        "samples": samples, "max_tokens": max_tokens, "temperature": temperature, "top_p": top_p, "seed": seed,
-        "concurrency": concurrency, "profiles": read_profiles(profiles) if profiles else [], "reasoning": reasoning,
-        "truncation": truncation, "tool_match": tool_match, "history_reasoning": history_reasoning, "tokenizer": tokenizer,
-        "context_length": context_length, "dispatch": dispatch, "prefix_affinity": prefix_affinity,
-        "prefix_routing": prefix_routing,
-        "hedge": hedge, "retry_errors": retry_errors, "token_ids": token_ids,
-        "require_token_ids": require_token_ids, "force": force, "api_key": api_key,
-        "metrics_port": metrics_port, "metrics_host": metrics_host, "metrics_allow_remote": metrics_allow_remote,
-        "shard": shard, "shards": shards, "replica_slice": replica_slice, "shard_runner": shard_runner, "shard_retries": shard_retries,
-        "event_loop": event_loop, "warmup": warmup, "warmup_timeout_s": warmup_timeout_s,
-    }
-    base = merge_flags(ctx, flags, config, _FIELD_OF)
-    cfg = validate(GenerateConfig, base, source=f"{config} and flags" if config else "flags")
-    if cfg.shards is not None:
+    from fleetgen.config import read_yaml_mapping, validate
+    from fleetgen.generate import GenerateConfig
+
+    data = GenerateConfig.nest(read_yaml_mapping(config)) if config else {}
+    given = {FIELD_OF[name]: value for name, value in flags.items() if typed(ctx, name)}  # flags typed win over the file
+    given["prompts"] = prompts
+    if profiles is not None:
+        given["profiles"] = read_profiles(profiles)
+    for key, value in GenerateConfig.nest(given).items():
+        data[key] = {**data.get(key, {}), **value} if key in GenerateConfig.SECTIONS else value
+    run_generate(validate(GenerateConfig, data, source=f"{config} and flags" if config else "flags"))
+
+
+def run_generate(cfg: GenerateConfig) -> None:
+    """Run the job (all its shards with --shards N), with a progress bar on a terminal and a summary after."""
+    if cfg.sharding.shards is not None:
         from fleetgen.generate import run_shards
 
         sharded = run_shards(cfg)
@@ -131,6 +69,19 @@ def cmd_generate(
     print_summary(stats, cfg.output_dir)
     if stats.interrupted:
         raise typer.Exit(130)
+
+
+with_parameters(cmd_generate, [
+    inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context),
+    inspect.Parameter("prompts", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Path,
+                      default=typer.Argument(..., help=field_help(G, "prompts"))),
+    *OPTIONS.values(),
+    inspect.Parameter("profiles", inspect.Parameter.KEYWORD_ONLY, annotation=Path | None, default=typer.Option(
+        None, "--profiles", help="YAML or JSON file holding the profiles list. " + field_help(G, "profiles"),
+        rich_help_panel="Sampling")),
+    inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, annotation=Path | None, default=typer.Option(
+        None, help="YAML file with a generate config (any field, flat or in sections); flags given override it.")),
+])
 
 
 def read_profiles(path: Path) -> list:

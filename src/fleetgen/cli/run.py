@@ -46,8 +46,9 @@ def cmd_run(
     watch = {"metrics_port": metrics_port, "metrics_host": metrics_host, "metrics_allow_remote": metrics_allow_remote or None}
     watch = {k: v for k, v in watch.items() if v is not None}
     if watch:
+        observe = {**job.generate.observe.model_dump(), **watch}
         job.generate = validate(
-            GenerateSection, {**job.generate.model_dump(), **watch}, source=f"{job_file} and flags"
+            GenerateSection, {**job.generate.model_dump(), "observe": observe}, source=f"{job_file} and flags"
         )
 
     def on_event(e: RunEvent) -> None:

@@ -15,14 +15,13 @@ import orjson
 
 from fleetgen.errors import ConfigError, MissingTokenIdsError, NoReplicaError, OutputError
 from fleetgen.generate.config import GenerateConfig
-from fleetgen.generate.config.partition import Shard
 from fleetgen.generate.dispatch import client
 from fleetgen.generate.dispatch.auto_limit import LimitPolicy
 from fleetgen.generate.dispatch.dispatcher import Dispatcher
 from fleetgen.generate.dispatch.fleet_follow import follow_fleet
 from fleetgen.generate.dispatch.load_poll import LoadPoller
 from fleetgen.generate.dispatch.stall import say_when_quiet
-from fleetgen.generate.dispatch.target import check_endpoints, dispatch_policy, resolve_target
+from fleetgen.generate.dispatch.target import check_endpoints, resolve_target
 from fleetgen.generate.dispatch.warmup import Warmup
 from fleetgen.generate.gc_tuning import fewer_collections
 from fleetgen.generate.journal.checkpoint import CheckpointProgress, job_digest
@@ -40,7 +39,7 @@ from fleetgen.generate.prompts.stamp import stamped_fingerprint
 from fleetgen.generate.prompts.worklist import WorkList
 from fleetgen.generate.turns.conversation import Session, regenerate
 from fleetgen.generate.turns.history_reasoning import decide as decide_history_reasoning
-from fleetgen.generate.turns.paths import choose_all, describe, job_bodies
+from fleetgen.generate.turns.paths import choose_all, describe
 from fleetgen.rows.files import journal_names
 from fleetgen.rows.runs import run_ended, run_started
 
@@ -64,7 +63,7 @@ def generate(
     Raises ResumeMismatchError when the directory holds another job (unless force), and
     NoReplicaError when every replica stopped answering (what is done stays done; run again to resume).
     """
-    with asyncio.Runner(loop_factory=event_loop_factory(config.event_loop)) as runner:
+    with asyncio.Runner(loop_factory=event_loop_factory(config.transport.event_loop)) as runner:
         return runner.run(run(config, on_progress=on_progress, clock=clock, handle_signals=handle_signals))
 
 
@@ -94,8 +93,9 @@ async def run(
     stop = _Stop()
     loop = asyncio.get_running_loop()
     # One writer per journal (lease.py): taken first, so a second writer is refused before it touches anything.
-    lease = None if config.shards is not None else Lease.acquire(
-        Path(config.output_dir), Shard.parse(config.shard).suffix, group=config.lease_group, wait_s=config.lease_wait_s
+    parts = config.sharding
+    lease = None if parts.shards is not None else Lease.acquire(
+        Path(config.output_dir), parts.rows.suffix, group=parts.lease_group, wait_s=parts.lease_wait_s
     )
     signals = (signal.SIGINT, signal.SIGTERM) if handle_signals else ()
     for sig in signals:
@@ -134,25 +134,26 @@ async def _run(
     config: GenerateConfig, stop: _Stop, on_progress: Callable[[Stats], None] | None, clock: Clock,
     metrics: MetricsServer | None = None, lease: Lease | None = None,
 ) -> Stats:
-    if config.shards is not None:  # one process is one shard; the N of them are run_shards' (shards.py)
+    if config.sharding.shards is not None:  # one process is one shard; the N of them are run_shards' (shards.py)
         raise ConfigError("generate() runs one process; shards (--shards N) are run by fleetgen.generate.shards.run_shards",
                           hint="call run_shards(config), or use `fleetgen generate --shards N`")
     target = resolve_target(config)
     fp, rows = await asyncio.to_thread(stamped_fingerprint, config.prompts, config.output_dir)  # stamp.py
     stats = Stats(clock=clock, total=rows * config.samples)
-    dispatcher = Dispatcher(target.endpoints, target.window, dispatch_policy(config), clock=clock, stats=stats)
+    dispatcher = Dispatcher(target.endpoints, target.window, config.routing, config.transport, clock=clock, stats=stats)
     stats.replicas = dispatcher.all_stats
     poller = LoadPoller(dispatcher, LimitPolicy(), api_key=target.api_key) if target.auto else None
     connections = len(target.endpoints) * LimitPolicy().ceiling if poller is not None else dispatcher.capacity
     async with client.new_session(target.api_key, connections + 16) as http:
         model, context_length = await check_endpoints(http, target)
-        history = decide_history_reasoning(config.history_reasoning, config.tokenizer, config.fleet_state)
+        sampling = config.sampling
+        history = decide_history_reasoning(sampling.history_reasoning, sampling.tokenizer, config.fleet_state)
         identity = {
             "prompts": {"sha256": fp, "rows": rows},
             "model": model,
-            "sampling": {**config.sampling(), **history.identity()},
+            "sampling": {**sampling.identity(), **history.identity()},
         }
-        shard = Shard.parse(config.shard)
+        shard = config.sharding.rows
         if not shard.whole:
             identity["shards"] = shard.count  # another split (or none) would not find this one's rows
         outdir = Path(config.output_dir)
@@ -169,13 +170,13 @@ async def _run(
             outdir, shard.suffix, job_digest(identity, config.samples, (shard.index, shard.count)), done, config.samples,
             tuple(outdir / n for n in files), lambda: journal.ends,
         )
-        session = Session(config, dispatcher, http, model, config.context_length or context_length,
-                          history_reasoning=history.policy)
+        session = Session(sampling, config.transport, outdir, dispatcher, http, model,
+                          sampling.context_length or context_length, history_reasoning=history.policy)
         stats.notes = session.notes  # one list: what the run notes lands in stats.json too
-        if config.history_reasoning == "template":
+        if sampling.history_reasoning == "template":
             log.info(history.note)
-        if config.token_ids:
-            session.paths = await choose_all(http, target.endpoints, model, job_bodies(config, model))
+        if sampling.token_ids:
+            session.paths = await choose_all(http, target.endpoints, model, sampling.bodies(model))
             log.info(f"generation path: {describe(session.paths)}")
         writer = Writer(
             # Room for what completes during one commit interval even at low concurrency, so the
@@ -185,13 +186,16 @@ async def _run(
             on_durable=progress.advance if progress is not None else None, job=job,
         )
         work = WorkList(config.prompts, config.samples, done, stats, shard=shard, progress=progress)
-        loop = _Loop(session, writer, work, stop)
-        watch = asyncio.create_task(follow_fleet(config.fleet_state, dispatcher, Shard.parse(config.replica_slice))) if config.fleet_state else None
-        job_watch = JobWatch.start(config, stats, metrics)
-        warmup = Warmup.start(config, dispatcher, http, model)  # replicas take work once their paths are warm
+        loop = _Loop(session, writer, work, stop, config.stop_grace_s)
+        fleet, mine = config.fleet_state, config.sharding.replicas
+        watch = asyncio.create_task(follow_fleet(fleet, dispatcher, mine)) if fleet is not None else None
+        job_watch = JobWatch.start(config.observe, stats, metrics, fleet_state=fleet, output_dir=outdir,
+                                   auto=config.routing.auto)
+        # Replicas take work once their paths are warm.
+        warmup = Warmup.start(config.warmup, sampling, config.transport, dispatcher, http, model)
         polling = asyncio.create_task(poller.run()) if poller is not None else None
         quiet = asyncio.create_task(say_when_quiet(lambda: dispatcher.replicas, clock))
-        run_id = run_started(outdir, shard=shard.suffix, job=job, model_path=config.tokenizer or target.model_path)
+        run_id = run_started(outdir, shard=shard.suffix, job=job, model_path=sampling.tokenizer or target.model_path)
         try:
             await loop.run()
         finally:
@@ -224,14 +228,14 @@ async def _run(
 class _Loop:
     """Keeps `capacity` samples in flight, hands outcomes to the writer, stops on signal or lost fleet."""
 
-    def __init__(self, session: Session, writer: Writer, work: WorkList, stop: _Stop) -> None:
+    def __init__(self, session: Session, writer: Writer, work: WorkList, stop: _Stop, grace_s: float) -> None:
         self.s = session
         self.work = work
         self.progress = work.progress
         self.writer = writer
         self.stats = work.stats
         self.dispatcher = session.dispatcher
-        self.config = session.config
+        self.grace_s = grace_s  # stop_grace_s: how long in-flight samples may finish after a stop
         self._stop = stop.soft
         self._hard_stop = stop.hard
         self.request_stop = stop.request
@@ -292,11 +296,11 @@ class _Loop:
             # Before the return below: a stop that lands as the last in-flight samples finish still
             # leaves work undone, and the run must say so (exit 130), not end as if complete.
             if self._stop.done() and deadline is None and (pending or not exhausted):
-                deadline = time.monotonic() + self.config.stop_grace_s
+                deadline = time.monotonic() + self.grace_s
                 self.stats.interrupted = True
                 self.stats.stopped_reason = self.stats.stopped_reason or f"stopped by {self._stop.result()}"
                 log.warning(
-                    f"stopping: waiting up to {self.config.stop_grace_s:.0f}s for {len(pending)} sample(s) in flight "
+                    f"stopping: waiting up to {self.grace_s:.0f}s for {len(pending)} sample(s) in flight "
                     "(again to abandon them)"
                 )
             if not pending:

@@ -110,7 +110,7 @@ def plan_job(
     gen = job.generate
     rows = count_rows(gen.prompts) if gen.prompts is not None else job.mix.total  # type: ignore[union-attr]
     assumed = tokens_per_sample is None
-    per_sample = tokens_per_sample if tokens_per_sample is not None else float(gen.max_tokens)
+    per_sample = tokens_per_sample if tokens_per_sample is not None else float(gen.sampling.max_tokens)
     return Plan(
         rows=rows,
         samples=gen.samples,

@@ -46,12 +46,12 @@ class Pipeline:
         return [kind(self.ctx) for kind in ORDER if sections[kind.name] is not None]
 
     async def run(self) -> RunSummary:
-        section = self.job.generate
-        if section.metrics_port is None:
+        observe = self.job.generate.observe
+        if observe.metrics_port is None:
             return await self._run()
         from fleetgen.metrics import MetricsServer  # prometheus_client only when asked for
 
-        with MetricsServer(section.metrics_host, section.metrics_port, allow_remote=section.metrics_allow_remote) as m:
+        with MetricsServer(observe.metrics_host, observe.metrics_port, allow_remote=observe.metrics_allow_remote) as m:
             self.ctx.metrics = m
             self.say("metrics", "info", f"serving {m.url}")
             summary = await self._run()

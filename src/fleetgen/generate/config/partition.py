@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 from fleetgen.errors import ConfigError
-from fleetgen.rows.doneset import id_hash
+from fleetgen.rows.idhash import id_hash
 
 _SPEC = re.compile(r"^(\d+)/(\d+)$")
 T = TypeVar("T")
@@ -24,6 +24,8 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class Shard:
     """Shard `index` of `count` (0-based)."""
+
+    METAVAR: ClassVar[str] = "i/N"  # how --help and the config reference name its written form
 
     index: int = 0
     count: int = 1
@@ -37,6 +39,10 @@ class Shard:
         if not m or not int(m.group(2)) >= 1 or not int(m.group(1)) < int(m.group(2)):
             raise ConfigError(f"--shard {spec!r} is not i/N with 0 <= i < N", hint="e.g. --shard 0/4 ... --shard 3/4")
         return cls(int(m.group(1)), int(m.group(2)))
+
+    def __str__(self) -> str:
+        """The i/N form parse reads: what a config file, a flag and job.json write."""
+        return f"{self.index}/{self.count}"
 
     @property
     def whole(self) -> bool:

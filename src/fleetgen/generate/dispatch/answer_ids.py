@@ -22,10 +22,8 @@ from __future__ import annotations
 from array import array
 from typing import Any
 
+from fleetgen.generate.config.sampling import TOKEN_ID_FIELDS as REQUEST_FIELDS
 from fleetgen.rows.token_ids import COUNT_MISMATCH, NONE_RETURNED, TurnIds
-
-# What every chat request carries when token ids are wanted.
-REQUEST_FIELDS: dict[str, Any] = {"return_token_ids": True, "return_prompt_token_ids": True}
 
 
 def _int_list(value: Any) -> list[int] | None:

@@ -19,9 +19,9 @@ import random
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import TypeVar
 
+from fleetgen.generate.config.sections import RoutingConfig, TransportConfig
 from fleetgen.generate.dispatch.client import Rejected, TransientError, backoff_delay
 from fleetgen.generate.dispatch.hedging import Hedging
 from fleetgen.generate.dispatch.prefix_map import PrefixMap
@@ -33,25 +33,6 @@ from fleetgen.generate.observe.stats import Clock, Stats
 T = TypeVar("T")
 
 
-@dataclass
-class DispatchPolicy:
-    """The knobs of dispatch; GenerateConfig fills them."""
-
-    least_outstanding: bool = True
-    prefix_affinity: bool = True
-    prefix_routing: bool = True  # across prompts, by shared leading text (needs prefix_affinity)
-    hedge: bool = True
-    hedge_after_s: float = 10.0
-    max_attempts: int = 6
-    backoff_base_s: float = 0.5
-    backoff_max_s: float = 30.0
-    failures_to_eject: int = 3
-    cooldown_s: float = 5.0
-    give_up_after_s: float = 120.0
-    stall_factor: float = 4.0
-    stall_floor_s: float = 30.0
-
-
 class Dispatcher:
     """Hands out replica slots and runs requests on them; all methods run on one event loop."""
 
@@ -59,7 +40,8 @@ class Dispatcher:
         self,
         endpoints: Sequence[str],
         window: int,
-        policy: DispatchPolicy,
+        routing: RoutingConfig | None = None,
+        transport: TransportConfig | None = None,
         *,
         clock: Clock = time.monotonic,
         rng: random.Random | None = None,
@@ -67,11 +49,13 @@ class Dispatcher:
     ) -> None:
         if not endpoints:
             raise ValueError("no endpoints")
+        self.routing = routing = routing or RoutingConfig()
+        self.transport = transport = transport or TransportConfig()
+        self._least_outstanding = routing.dispatch == "least-outstanding"
         # Silence as long as hedging waits before it re-sends a request counts as "stopped answering".
-        self.replicas = [Replica(i, e, window, policy.hedge_after_s) for i, e in enumerate(endpoints)]
+        self.replicas = [Replica(i, e, window, routing.hedge_after_s) for i, e in enumerate(endpoints)]
         # Every replica this run has used, replaced ones included: what stats.json reports.
         self.all_stats = [r.stats for r in self.replicas]
-        self.policy = policy
         self.run_stats = stats  # where retries are counted, when a run owns this dispatcher
         self.clock = clock
         self.rng = rng or random.Random()
@@ -85,11 +69,11 @@ class Dispatcher:
         self.on_capacity: Callable[[], None] | None = None
         self._rr = 0
         self.rotation = Rotation(
-            self.replicas, clock, self._wake, failures_to_eject=policy.failures_to_eject,
-            cooldown_s=policy.cooldown_s, give_up_after_s=policy.give_up_after_s,
+            self.replicas, clock, self._wake, failures_to_eject=transport.replica_failures,
+            cooldown_s=transport.replica_cooldown_s, give_up_after_s=transport.give_up_after_s,
         )
-        self.hedging = Hedging(self, policy.hedge_after_s, clock)
-        self.stalls = StallGuard(policy.stall_factor, policy.stall_floor_s)
+        self.hedging = Hedging(self, routing.hedge_after_s, clock)
+        self.stalls = StallGuard(transport.stall_factor, transport.stall_floor_s)
         # Called with each replica that joins on a new address (warmup.py holds and warms it).
         self.on_new_replica: Callable[[Replica], None] | None = None
 
@@ -126,7 +110,7 @@ class Dispatcher:
         old = self.replicas[index]
         if old.endpoint == endpoint:
             return False
-        new = Replica(index, endpoint, old.window, self.policy.hedge_after_s)
+        new = Replica(index, endpoint, old.window, self.routing.hedge_after_s)
         self.replicas[index] = new
         self.all_stats.append(new.stats)
         self.rotation.replaced()
@@ -149,7 +133,7 @@ class Dispatcher:
 
     def _choose(self, key: str | None, exclude: Replica | None = None, blocks: tuple[int, ...] = ()) -> Replica | object | None:
         """A replica, None when none is free, or _WAIT_HOME: the request's home is full but within the margin."""
-        if not self.policy.least_outstanding:
+        if not self._least_outstanding:
             return self._choose_round_robin(self.clock(), exclude)
         # The least loaded available replica, lowest index first among equals; load is relative to the
         # window, so replicas of different sizes fill alike. One pass, no list: this runs per request.
@@ -171,11 +155,11 @@ class Dispatcher:
                 best, best_load = r, load
         if best is None:
             return None
-        if not self.policy.prefix_affinity or key is None or exclude is not None:
+        if not self.routing.prefix_affinity or key is None or exclude is not None:
             return best
         pins = self._pins
         home = pinned = pins.get(key)
-        from_prefix = home is None and bool(blocks) and self.policy.prefix_routing
+        from_prefix = home is None and bool(blocks) and self.routing.prefix_routing
         if from_prefix:
             found = self._prefixes.longest(blocks)
             home = found[0] if found is not None else None
@@ -309,20 +293,21 @@ class Dispatcher:
                 return await self._run_once(key, fn, prefix, max_tokens, tokens_of)
             except TransientError as e:
                 attempt += 1
-                if attempt >= self.policy.max_attempts:
+                t = self.transport
+                if attempt >= t.max_attempts:
                     raise
                 if self.run_stats is not None:
                     self.run_stats.retries += 1
-                delay = backoff_delay(attempt - 1, self.policy.backoff_base_s, self.policy.backoff_max_s, self.rng)
+                delay = backoff_delay(attempt - 1, t.backoff_base_s, t.backoff_max_s, self.rng)
                 if e.retry_after is not None:
-                    delay = max(delay, min(e.retry_after, self.policy.backoff_max_s))
+                    delay = max(delay, min(e.retry_after, t.backoff_max_s))
                 await asyncio.sleep(delay)
 
     async def _run_once(
         self, key: str | None, fn: Callable[[Replica], Awaitable[T]], prefix: Callable[[], tuple[int, ...]] | None = None,
         max_tokens: int | None = None, tokens_of: Callable[[T], int] | None = None,
     ) -> tuple[T, Replica]:
-        p = self.policy
+        p = self.routing
         blocks = prefix() if prefix is not None and p.prefix_routing and p.prefix_affinity and key not in self._pins else ()
         r = self.try_acquire(key, blocks) or await self.acquire(key, blocks)  # no coroutine to await when a slot is free
         started = self.clock()

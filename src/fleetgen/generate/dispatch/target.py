@@ -11,9 +11,7 @@ import aiohttp
 from fleetgen.errors import ConfigError, NoReplicaError
 from fleetgen.fleet.state import read_state
 from fleetgen.generate.config import GenerateConfig
-from fleetgen.generate.config.partition import Shard
 from fleetgen.generate.dispatch import client
-from fleetgen.generate.dispatch.dispatcher import DispatchPolicy
 
 DEFAULT_WINDOW = 64
 # Requests queued on each server beyond what it runs at once, so a finished slot never waits on us.
@@ -35,7 +33,7 @@ class Target:
 def resolve_target(config: GenerateConfig) -> Target:
     """Endpoints from the fleet state or --endpoint, with the API key from config or FLEETGEN_API_KEY."""
     key = config.api_key.get_secret_value() if config.api_key else (os.environ.get("FLEETGEN_API_KEY") or None)
-    mine = Shard.parse(config.replica_slice)  # the whole fleet, unless this process drives a slice of it
+    mine = config.sharding.replicas  # the whole fleet, unless this process drives a slice of it
     if config.fleet_state is not None:
         fleet = read_state(config.fleet_state)
         if not fleet.replicas:
@@ -47,27 +45,8 @@ def resolve_target(config: GenerateConfig) -> Target:
         endpoints, model, path = mine.of(fleet.endpoints), config.model or fleet.served_model_name, fleet.model
     else:
         default, endpoints, model, path = DEFAULT_WINDOW, mine.of(list(config.endpoints)), config.model, None
-    auto = config.concurrency == "auto"
-    return Target(endpoints, model, default if auto else int(config.concurrency), key, auto, path)
-
-
-def dispatch_policy(config: GenerateConfig) -> DispatchPolicy:
-    """The dispatcher's policy, from the job's config."""
-    return DispatchPolicy(
-        least_outstanding=config.dispatch == "least-outstanding",
-        prefix_affinity=config.prefix_affinity,
-        prefix_routing=config.prefix_routing,
-        hedge=config.hedge,
-        hedge_after_s=config.hedge_after_s,
-        max_attempts=config.max_attempts,
-        backoff_base_s=config.backoff_base_s,
-        backoff_max_s=config.backoff_max_s,
-        failures_to_eject=config.replica_failures,
-        cooldown_s=config.replica_cooldown_s,
-        give_up_after_s=config.give_up_after_s,
-        stall_factor=config.stall_factor,
-        stall_floor_s=config.stall_floor_s,
-    )
+    routing = config.routing
+    return Target(endpoints, model, routing.window(default), key, routing.auto, path)
 
 
 async def check_endpoints(http: aiohttp.ClientSession, target: Target) -> tuple[str, int | None]:

@@ -27,9 +27,9 @@ from typing import Any
 
 import aiohttp
 
-from fleetgen.generate.config import GenerateConfig
-from fleetgen.generate.config.profiles import SamplingProfile, apply
-from fleetgen.generate.dispatch.answer_ids import REQUEST_FIELDS as TOKEN_ID_FIELDS
+from fleetgen.generate.config.profiles import SamplingProfile
+from fleetgen.generate.config.sampling import SamplingConfig
+from fleetgen.generate.config.sections import TransportConfig, WarmupConfig
 from fleetgen.generate.dispatch.client import Rejected, TransientError, backoff_delay, chat
 from fleetgen.generate.dispatch.dispatcher import Dispatcher
 from fleetgen.generate.dispatch.replica import Replica
@@ -79,37 +79,23 @@ def path_name(body: dict[str, Any]) -> str:
 MIN_LENGTH_FIELDS = ("min_tokens", "min_new_tokens")
 
 
-def job_body(config: GenerateConfig, model: str, profile: SamplingProfile | None) -> dict[str, Any]:
+def job_body(sampling: SamplingConfig, model: str, profile: SamplingProfile | None) -> dict[str, Any]:
     """A short request with the sampling fields the job's requests of `profile` (or of the job) carry."""
-    body: dict[str, Any] = {
-        "model": model,
-        "messages": [{"role": "user", "content": WARMUP_PROMPT}],
-        "max_tokens": WARMUP_TOKENS,
-        "temperature": config.temperature,
-        "top_p": config.top_p,
-    }
-    if config.seed is not None:
-        body["seed"] = config.seed
-    if config.token_ids:
-        body.update(TOKEN_ID_FIELDS)
-    if config.reasoning == "off":
-        body["chat_template_kwargs"] = {"enable_thinking": False}
-    if profile is not None:
-        apply(body, profile)
+    messages = [{"role": "user", "content": WARMUP_PROMPT}]
+    body = sampling.body(model, messages, max_tokens=WARMUP_TOKENS, profile=profile, seed=sampling.seed)
     # Short whatever the profile asks: a floor on the answer's length (min_tokens 128, say) would make the
     # engine refuse the warm-up (SGLang: min_new_tokens must be <= max_new_tokens) though the job's requests pass.
-    body["max_tokens"] = WARMUP_TOKENS
     for key in MIN_LENGTH_FIELDS:
         if isinstance(body.get(key), int) and body[key] > WARMUP_TOKENS:
             body[key] = WARMUP_TOKENS
     return body
 
 
-def sampling_paths(config: GenerateConfig, model: str) -> list[SamplingPath]:
+def sampling_paths(sampling: SamplingConfig, model: str) -> list[SamplingPath]:
     """The distinct paths of the job, in profile order: one body each (the first profile that takes it)."""
     paths: dict[str, SamplingPath] = {}
-    for profile in config.profiles or [None]:
-        body = job_body(config, model, profile)
+    for profile in sampling.profiles or [None]:
+        body = job_body(sampling, model, profile)
         keyed = {**body, "_extra_keys": tuple(profile.extra_body) if profile is not None else ()}
         name = path_name(keyed)
         paths.setdefault(name, SamplingPath(name, body))
@@ -139,21 +125,28 @@ class WarmupResult:
 class Warmup:
     """Holds every replica out of the dispatcher until its paths answered, then lets it take work."""
 
-    def __init__(self, config: GenerateConfig, dispatcher: Dispatcher, http: aiohttp.ClientSession, model: str) -> None:
+    def __init__(
+        self, config: WarmupConfig, sampling: SamplingConfig, transport: TransportConfig, dispatcher: Dispatcher,
+        http: aiohttp.ClientSession, model: str,
+    ) -> None:
         self.config = config
+        self.transport = transport
         self.dispatcher = dispatcher
         self.http = http
-        self.paths = sampling_paths(config, model)
+        self.paths = sampling_paths(sampling, model)
         self.results: list[WarmupResult] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._rng = random.Random()
 
     @classmethod
-    def start(cls, config: GenerateConfig, dispatcher: Dispatcher, http: aiohttp.ClientSession, model: str) -> Warmup | None:
+    def start(
+        cls, config: WarmupConfig, sampling: SamplingConfig, transport: TransportConfig, dispatcher: Dispatcher,
+        http: aiohttp.ClientSession, model: str,
+    ) -> Warmup | None:
         """Hold every replica and warm each at once (and each replacement that joins later); None when off."""
-        if not config.warmup:
+        if not config.enabled:
             return None
-        warmup = cls(config, dispatcher, http, model)
+        warmup = cls(config, sampling, transport, dispatcher, http, model)
         names = "; ".join(p.name for p in warmup.paths)
         log.info(f"{PHASE}: {len(warmup.paths)} sampling path(s) ({names}) on {len(dispatcher.replicas)} replica(s), "
                  "before they take the job's requests")
@@ -194,15 +187,15 @@ class Warmup:
 
     async def _send(self, replica: Replica, path: SamplingPath) -> None:
         """One warm-up request; connection errors and 5xx are retried with the job's backoff, a timeout is not."""
-        cfg = self.config
-        for attempt in range(cfg.max_attempts):
+        t = self.transport
+        for attempt in range(t.max_attempts):
             try:
-                await chat(self.http, replica.endpoint, path.body, cfg.warmup_timeout_s)
+                await chat(self.http, replica.endpoint, path.body, self.config.timeout_s)
                 return
             except TransientError as e:
-                if e.message.startswith("timed out") or attempt + 1 == cfg.max_attempts:
+                if e.message.startswith("timed out") or attempt + 1 == t.max_attempts:
                     raise
-                await asyncio.sleep(backoff_delay(attempt, cfg.backoff_base_s, cfg.backoff_max_s, self._rng))
+                await asyncio.sleep(backoff_delay(attempt, t.backoff_base_s, t.backoff_max_s, self._rng))
 
     async def settled(self) -> None:
         """Wait until every warm-up started so far has answered or failed."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from fleetgen.fleet.jobs import JobProgress, remove_job, write_job
 from fleetgen.fleet.process import started
-from fleetgen.generate.config import GenerateConfig
+from fleetgen.generate.config.sections import ObserveConfig
 from fleetgen.generate.observe.stats import Stats
 
 log = logging.getLogger(__name__)
@@ -21,8 +21,14 @@ PUBLISH_EVERY_S = 2.0
 class JobWatch:
     """Started once the run begins, closed after stats.json is written; costs nothing per request."""
 
-    def __init__(self, config: GenerateConfig, stats: Stats, metrics=None) -> None:
+    def __init__(
+        self, config: ObserveConfig, stats: Stats, metrics=None, *, fleet_state: Path | None = None,
+        output_dir: Path = Path("."), auto: bool = False,
+    ) -> None:
         self.config = config
+        self.fleet_state = fleet_state  # where the progress file goes (none for --endpoint jobs)
+        self.output_dir = str(Path(output_dir).resolve())
+        self.auto = auto  # --concurrency auto: status shows the windows as the engines' load sets them
         self.stats = stats
         self._own = None
         self.metrics = metrics
@@ -31,9 +37,12 @@ class JobWatch:
         self._create_time, self._boot_time = started(self._pid)
 
     @classmethod
-    def start(cls, config: GenerateConfig, stats: Stats, metrics=None) -> JobWatch:
+    def start(
+        cls, config: ObserveConfig, stats: Stats, metrics=None, *, fleet_state: Path | None = None,
+        output_dir: Path = Path("."), auto: bool = False,
+    ) -> JobWatch:
         """Serve metrics (on `metrics`, a MetricsServer the caller owns, or on config.metrics_port) and publish progress."""
-        w = cls(config, stats, metrics)
+        w = cls(config, stats, metrics, fleet_state=fleet_state, output_dir=output_dir, auto=auto)
         if w.metrics is None and config.metrics_port is not None:
             from fleetgen.metrics import MetricsServer  # prometheus_client only when asked for
 
@@ -43,7 +52,7 @@ class JobWatch:
             log.info(f"metrics: {w.metrics.url}")
         if w.metrics is not None:
             w.metrics.show_generate(stats)
-        if config.fleet_state is not None:
+        if fleet_state is not None:
             w._publish()
             w._task = asyncio.create_task(w._publish_every())
         return w
@@ -56,12 +65,12 @@ class JobWatch:
     def _publish(self) -> None:
         s = self.stats
         try:
-            write_job(Path(self.config.fleet_state), JobProgress(
-                pid=self._pid, create_time=self._create_time, boot_time=self._boot_time, output_dir=str(Path(self.config.output_dir).resolve()),
+            write_job(Path(self.fleet_state), JobProgress(  # type: ignore[arg-type]
+                pid=self._pid, create_time=self._create_time, boot_time=self._boot_time, output_dir=self.output_dir,
                 updated_at=time.time(), total=s.total, done=s.done, ok=s.ok, errors=s.errors, resumed=s.resumed,
                 samples_per_s=s.samples_per_s, output_tokens_per_s=s.output_tokens_per_s, eta_s=s.eta_s,
                 metrics_url=self.metrics.url if self.metrics is not None else None,
-                concurrency="auto" if self.config.concurrency == "auto" else "fixed",
+                concurrency="auto" if self.auto else "fixed",
                 limits=_limits(s),
                 stalled=_stalled(s),
             ))
@@ -74,7 +83,7 @@ class JobWatch:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             try:
-                remove_job(Path(self.config.fleet_state), self._pid)
+                remove_job(Path(self.fleet_state), self._pid)  # type: ignore[arg-type]
             except OSError:
                 pass
         if self._own is not None:

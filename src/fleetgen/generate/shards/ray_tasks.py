@@ -17,7 +17,6 @@ from ray.exceptions import RayError, RayTaskError
 from fleetgen.errors import FleetgenError
 from fleetgen.fleet.ray_backend import connect
 from fleetgen.generate.config import GenerateConfig
-from fleetgen.generate.config.partition import Shard
 from fleetgen.generate.runner import generate
 from fleetgen.generate.shards.outcome import ShardDone, ShardFailed, ShardOutcome, check_visible
 from fleetgen.logs import install_plain
@@ -33,7 +32,7 @@ def shard_task(config: GenerateConfig, marker: str, token: str) -> dict:
     where = f"node {ray.util.get_node_ip_address()} (pid {os.getpid()})"
     check_visible(config, marker, token, where)
     # Attempts of this shard in this run share the driver's token: a retry waits for an old attempt that still runs.
-    config = config.model_copy(update={"lease_group": token})
+    config = config.updated(lease_group=token)
     stats = generate(config, handle_signals=False)  # a Ray worker's signals are Ray's
     return {"where": where, "stats": stats.to_dict()}
 
@@ -42,9 +41,9 @@ def run_on_ray(configs: list[GenerateConfig], address: str | None, retries: int,
     """Submit one task per shard config, wait for all (in the order they finish), and say how each ended."""
     connect(address)
     refs = {
-        shard_task.options(name=f"fleetgen-shard-{cfg.shard}", max_retries=retries, retry_exceptions=False).remote(
+        shard_task.options(name=f"fleetgen-shard-{cfg.sharding.shard}", max_retries=retries, retry_exceptions=False).remote(
             cfg, marker, token
-        ): Shard.parse(cfg.shard).index
+        ): cfg.sharding.rows.index
         for cfg in configs
     }
     pending, outcomes = list(refs), []

@@ -26,7 +26,6 @@ from typing import Any, Literal
 from fleetgen.errors import ConfigError, FleetgenError, OutputError
 from fleetgen.fleet.state import read_state
 from fleetgen.generate.config import GenerateConfig
-from fleetgen.generate.config.partition import Shard
 from fleetgen.generate.dispatch.target import resolve_target
 from fleetgen.generate.runner import generate
 from fleetgen.generate.shards.outcome import ShardDone, ShardFailed, ShardOutcome
@@ -72,11 +71,11 @@ def run_shards(config: GenerateConfig) -> ShardedRun:
         marker = outdir / f"{MARKER_PREFIX}{token}"
         marker.write_text(token)
         try:
-            outcomes = run_on_ray(configs, address, config.shard_retries, marker.name, token)
+            outcomes = run_on_ray(configs, address, config.sharding.shard_retries, marker.name, token)
         finally:
             marker.unlink(missing_ok=True)
     else:
-        outcomes = run_processes(configs, config.shard_retries)
+        outcomes = run_processes(configs, config.sharding.shard_retries)
     run = ShardedRun(runner, sorted(outcomes, key=lambda o: o.index))
     failed = [o for o in run.outcomes if isinstance(o, ShardFailed)]
     if failed:
@@ -94,7 +93,8 @@ def choose_runner(config: GenerateConfig) -> tuple[Runner, str | None]:
     """Ray tasks (and the cluster's address) or local processes, by shard_runner and the fleet state's backend."""
     state = read_state(config.fleet_state) if config.fleet_state is not None else None
     on_ray = state is not None and state.backend == "ray"
-    if config.shard_runner == "process" or (config.shard_runner == "auto" and not on_ray):
+    runner = config.sharding.shard_runner
+    if runner == "process" or (runner == "auto" and not on_ray):
         return "process", None
     try:
         import ray  # noqa: F401
@@ -112,7 +112,7 @@ def shard_configs(config: GenerateConfig) -> list[GenerateConfig]:
     request grows with the replicas it chooses among, so each shard must see only its own. With fewer,
     every shard drives all of them with 1/N of the window, so the replicas carry what one process would put on them.
     """
-    n = config.shards or 1
+    n = config.sharding.shards or 1
     target = resolve_target(config)
     if len(target.endpoints) >= n:
         share: list[dict[str, object]] = [{"replica_slice": f"{i}/{n}"} for i in range(n)]
@@ -125,10 +125,9 @@ def shard_configs(config: GenerateConfig) -> list[GenerateConfig]:
         "output_dir": Path(config.output_dir).resolve(),
         "fleet_state": Path(config.fleet_state).resolve() if config.fleet_state is not None else None,
     }
-    port = config.metrics_port  # a fixed metrics port: shard i serves on port + i (0: each picks a free one)
+    port = config.observe.metrics_port  # a fixed metrics port: shard i serves on port + i (0: each picks a free one)
     return [
-        config.model_copy(update={**paths, **share[i], "shards": None, "shard": f"{i}/{n}",
-                                  "metrics_port": port + i if port else port})
+        config.updated(**paths, **share[i], shards=None, shard=f"{i}/{n}", metrics_port=port + i if port else port)
         for i in range(n)
     ]
 
@@ -143,7 +142,7 @@ def run_processes(configs: list[GenerateConfig], retries: int) -> list[ShardOutc
     stopping = threading.Event()  # a stop signal came: a shard that dies now is not started again
 
     def one(cfg: GenerateConfig) -> ShardOutcome:
-        index = Shard.parse(cfg.shard).index
+        index = cfg.sharding.rows.index
         body = cfg.model_dump_json(exclude={"api_key"})
         for attempt in range(retries + 1):
             if stopping.is_set():  # the run was stopped before this shard (or its restart) could start
@@ -164,7 +163,7 @@ def run_processes(configs: list[GenerateConfig], retries: int) -> list[ShardOutc
                 return ShardFailed(index, f"stopped by {name} before it could finish cleanly",
                                    "run the same command again: it resumes from its journal")
             if attempt < retries:
-                log.warning(f"shard {cfg.shard} died ({name}); starting it again ({attempt + 1} of {retries}): "
+                log.warning(f"shard {cfg.sharding.shard} died ({name}); starting it again ({attempt + 1} of {retries}): "
                             "it resumes from its journal")
         return ShardFailed(index, f"its process died ({name}) {retries + 1} times", "read its output above")
 

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 
 from fleetgen.errors import MissingTokenIdsError
-from fleetgen.generate.config import GenerateConfig
 from fleetgen.generate.config.profiles import SamplingProfile, assign, row_sampling
-from fleetgen.generate.config.profiles import apply as apply_profile
-from fleetgen.generate.dispatch.answer_ids import REQUEST_FIELDS as TOKEN_ID_FIELDS
+from fleetgen.generate.config.sampling import SamplingConfig, derived_seed
+from fleetgen.generate.config.sections import TransportConfig
 from fleetgen.generate.dispatch.client import ChatAnswer, IdsRefused, Rejected, TransientError, chat_or_without_ids
 from fleetgen.generate.dispatch.dispatcher import Dispatcher
 from fleetgen.generate.dispatch.prefix_map import prefix_blocks
@@ -32,9 +31,11 @@ _NO_TOOLS = FollowUp(None)  # never changed: its lists are only read
 
 @dataclass
 class Session:
-    """What every sample of a run shares: the config, the dispatcher, the HTTP session, the model."""
+    """What every sample of a run shares: its sampling and transport sections, the dispatcher, the HTTP session, the model."""
 
-    config: GenerateConfig
+    sampling: SamplingConfig
+    transport: TransportConfig
+    output_dir: Path  # named in the error that stops a run on a turn without ids
     dispatcher: Dispatcher
     http: aiohttp.ClientSession
     model: str
@@ -47,21 +48,13 @@ class Session:
     # Whether earlier reasoning goes back to the server (history_reasoning.decide: keep or drop).
     history_reasoning: str = "drop"
     ids_refused: set[str] = field(default_factory=set)  # endpoints that refused the token id fields: asked without
-    # The job's policies (config.policies()), built once: every row's `sampling` records them.
+    # The job's policies (SamplingConfig.policies), built once: every row's `sampling` records them.
     policies: dict[str, object] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.policies = self.config.policies()
+        self.policies = self.sampling.policies()
         if self.history_reasoning == "keep":
             self.policies["history_reasoning"] = "keep"
-
-
-def derived_seed(seed: int | None, rid: str, sample: int, turn: int) -> int | None:
-    """A seed per (id, sample, turn): reproducible across resumes and independent of dispatch order."""
-    if seed is None:
-        return None
-    digest = hashlib.blake2b(f"{seed}\x00{rid}\x00{sample}\x00{turn}".encode(), digest_size=4).digest()
-    return int.from_bytes(digest, "big") & 0x7FFFFFFF
 
 
 def is_truncated(answer: ChatAnswer) -> bool:
@@ -76,7 +69,7 @@ def is_truncated(answer: ChatAnswer) -> bool:
 
 async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
     """Every assistant turn of `prompt` regenerated for sample index `sample`; one Outcome."""
-    cfg = s.config
+    cfg = s.sampling
     history: list[dict[str, Any]] = []  # what the server sees
     out: list[dict[str, Any]] = []  # what the result record holds
     finish: list[str | None] = []
@@ -183,7 +176,7 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
 def ids_required(s: Session, rid: str, sample: int, turn: int, reason: str) -> MissingTokenIdsError:
     """--require-token-ids: the run stops at this turn; its sample is not recorded (a resume redoes it)."""
     return MissingTokenIdsError(
-        [(rid, sample, turn, reason)], what=f"generate {s.config.output_dir}",
+        [(rid, sample, turn, reason)], what=f"generate {s.output_dir}",
         hint="the servers must return token ids (vLLM >= 0.10.2; SGLang with chat return_token_ids); or run without "
         "--require-token-ids: such turns are then recorded with the reason and token exports re-tokenize them",
     )
@@ -223,15 +216,15 @@ async def _turn(
     profile: SamplingProfile | None = None, sent: list[float] | None = None,
 ) -> Failed | tuple[ChatAnswer, Replica, bool, dict[str, Any]]:
     """One assistant turn, with the truncation policy's one longer retry; Failed, or (answer, replica, truncated, body sent)."""
-    cfg = s.config
-    max_tokens = (profile.max_tokens if profile is not None and profile.max_tokens else None) or cfg.max_tokens
+    cfg = s.sampling
+    max_tokens = cfg.budget(profile)
+    seed = derived_seed(cfg.seed, prompt.id, sample, turn)
     retried_longer = False
     tool_fallback_tried = False
     while True:
-        body = _body(s, prompt, sample, turn, history, max_tokens)
-        if profile is not None:
-            apply_profile(body, profile)
-        timeout = cfg.request_timeout_s(max_tokens)
+        body = cfg.body(s.model, history, max_tokens=max_tokens, profile=profile, seed=seed, tools=prompt.tools,
+                        tool_choice=s.tool_choice)
+        timeout = s.transport.timeout_s(max_tokens)
 
         async def call(replica: Replica, body: dict[str, Any] = body, timeout: float = timeout) -> ChatAnswer:
             if sent is not None and not sent:
@@ -258,7 +251,7 @@ async def _turn(
             return Failed(prompt.id, sample, f"turn {turn}: server rejected the request: {e.message}", "rejected", prompt.line)
         except TransientError as e:
             return Failed(
-                prompt.id, sample, f"turn {turn}: gave up after {cfg.max_attempts} attempts: {e.message}", "failed", prompt.line
+                prompt.id, sample, f"turn {turn}: gave up after {s.transport.max_attempts} attempts: {e.message}", "failed", prompt.line
             )
         replica.stats.completion_tokens += answer.completion_tokens
         replica.stats.prompt_tokens += answer.prompt_tokens
@@ -275,27 +268,3 @@ async def _turn(
 
 def _completion_tokens(answer: ChatAnswer) -> int:
     return answer.completion_tokens
-
-
-def _body(
-    s: Session, prompt: PromptRecord, sample: int, turn: int, history: list[dict[str, Any]], max_tokens: int
-) -> dict[str, Any]:
-    cfg = s.config
-    body: dict[str, Any] = {
-        "model": s.model,
-        "messages": history,
-        "max_tokens": max_tokens,
-        "temperature": cfg.temperature,
-        "top_p": cfg.top_p,
-    }
-    seed = derived_seed(cfg.seed, prompt.id, sample, turn)
-    if seed is not None:
-        body["seed"] = seed
-    if prompt.tools:
-        body["tools"] = prompt.tools
-        body["tool_choice"] = s.tool_choice
-    if cfg.token_ids:
-        body.update(TOKEN_ID_FIELDS)
-    if cfg.reasoning == "off":
-        body["chat_template_kwargs"] = {"enable_thinking": False}
-    return body

@@ -25,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from fleetgen.generate.config import HistoryReasoning
+from fleetgen.generate.config.sampling import HistoryReasoning
 
 _MARK = "fleetgen-probe-reasoning-7f3a"
 _CALL = {"id": "call-probe-0", "type": "function",

@@ -18,9 +18,7 @@ from typing import Any
 import aiohttp
 
 from fleetgen.errors import ConfigError, FleetgenError
-from fleetgen.generate.config import GenerateConfig
-from fleetgen.generate.config.profiles import apply as apply_profile
-from fleetgen.generate.dispatch.answer_ids import REQUEST_FIELDS as TOKEN_ID_FIELDS
+from fleetgen.generate.config.sampling import TOKEN_ID_FIELDS, SamplingConfig
 from fleetgen.generate.dispatch.client import ChatAnswer, Rejected, TransientError, chat
 from fleetgen.generate.turns.native import (
     MODEL_DEFAULTS,
@@ -85,19 +83,6 @@ def model_defaults(info: dict[str, Any]) -> dict[str, Any]:
     except (OSError, ValueError) as e:
         raise ConfigError(f"{config}: cannot be read as JSON ({e})", hint="fix or remove the file") from None
     return {k: data[k] for k in MODEL_DEFAULTS if data.get(k) is not None}
-
-
-def job_bodies(config: GenerateConfig, model: str) -> list[dict[str, Any]]:
-    """The sampling fields and template switches of every kind of turn the job sends (one per profile)."""
-    base: dict[str, Any] = {"model": model, "temperature": config.temperature, "top_p": config.top_p,
-                            "max_tokens": config.max_tokens}
-    if config.seed is not None:
-        base["seed"] = config.seed
-    if config.reasoning == "off":
-        base["chat_template_kwargs"] = {"enable_thinking": False}
-    if not config.profiles:
-        return [base]
-    return [apply_profile(dict(base), p) for p in config.profiles]
 
 
 def probe_bodies(model: str, bodies: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -217,7 +202,7 @@ async def fleet_paths(endpoints: Sequence[str], model: str, api_key: str | None)
 
     async with new_session(api_key, len(endpoints) + 4) as http:
         try:
-            paths = await choose_all(http, endpoints, model, [{"model": model, "temperature": 0.7, "top_p": 1.0}])
+            paths = await choose_all(http, endpoints, model, SamplingConfig().bodies(model))
         except ConfigError as e:
             return f"the native /generate path would be refused: {e.message}"
     return describe(paths) if paths else "not probed (no replica answered)"

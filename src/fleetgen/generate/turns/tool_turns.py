@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import orjson
 
-from fleetgen.generate.config import ToolMatch
+from fleetgen.generate.config.sampling import ToolMatch
 
 CutReason = Literal[
     "answered_without_call",  # the record called a tool here; the target answered instead

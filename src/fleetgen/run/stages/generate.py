@@ -72,8 +72,7 @@ class GenerateStage(Stage):
         state_dir = (await early if early is not None else await self._fleet_up()) if ctx.job.fleet else None
         section = ctx.job.generate
         config = GenerateConfig.model_validate(
-            {**section.model_dump(exclude={"prompts", "output_dir"}), "prompts": ctx.prompts, "output_dir": outdir,
-             "fleet_state": state_dir}
+            {**section.model_dump(), "prompts": ctx.prompts, "output_dir": outdir, "fleet_state": state_dir}
         )
         try:
             try:
