@@ -1,4 +1,4 @@
-"""The report on a node without network (issue 41): not one connect attempt beyond this machine.
+"""The report (and the tokens export) on a node without network (issue 41): no connect beyond this machine.
 
 On a GPU node the report asked huggingface.co for the tokenizer of the served name `model` (24 failed
 lookups, 90 s), then counted characters. Here the network is blocked for real at the socket layer
@@ -109,3 +109,21 @@ def test_the_tokenizer_comes_from_the_fleet_s_model_path_the_run_recorded(no_net
     md = build_report(out, dest=tmp_path / "report").read_text()
     assert no_network == []
     assert f"| tokenizer (for the round trip) | {model} |" in md
+
+
+def test_the_tokens_export_asks_no_hub_either(no_network, tmp_path):
+    from fleetgen.errors import InputError
+    from fleetgen.export import ExportConfig, export
+
+    out = served_as_model(tmp_path)
+    with pytest.raises(InputError, match="no tokenizer on this machine for the run's model 'model'"):
+        export(ExportConfig(results_dir=out, output=tmp_path / "t.parquet", format="tokens"))
+    assert no_network == []
+    model = embedded_path("smollm2")
+    if not (model / "tokenizer.json").is_file():
+        pytest.skip("the embedded model is not prepared (scripts/setup.sh prepares it)")
+    first = json.loads((out / "results.jsonl").read_text().splitlines()[0])["timing"]["started_at"]
+    (out / "runs.jsonl").write_text(json.dumps({"run": "r1", "event": "start", "at": first - 1, "shard": "",
+                                                "job": None, "model_path": str(model)}) + "\n")
+    s = export(ExportConfig(results_dir=out, output=tmp_path / "t.parquet", format="tokens"))
+    assert sum(s.written.values()) > 0 and no_network == []

@@ -334,7 +334,16 @@ def parquet_schema() -> Any:
 
 
 def require_tokenizer(config: ExportConfig, model: str | None) -> str:
-    name = config.tokenizer or model
-    if not name:
-        raise InputError("format tokens needs a tokenizer", hint="pass --tokenizer PATH (the target model's directory)")
-    return name
+    """--tokenizer as given, else the target's from this machine only (the fleet's model path the runs
+    recorded, or the served name where it is local): without --tokenizer no model hub is asked (issue 41)."""
+    if config.tokenizer:
+        return config.tokenizer
+    from fleetgen.models.tokenizer import find_tokenizer
+    from fleetgen.rows.runs import read_runs
+
+    recorded = next((r.model_path for r in reversed(read_runs(config.results_dir)) if r.model_path), None)
+    source = find_tokenizer(None, recorded, model)
+    if source.path is None:
+        raise InputError(f"format {config.format} needs the target's tokenizer: {source.origin}",
+                         hint="pass --tokenizer PATH (the target model's directory)")
+    return str(source.path)
