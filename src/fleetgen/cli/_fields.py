@@ -22,7 +22,7 @@ FIELDS = {
         'results_dir': (..., 'Output directory of `fleetgen generate` (results*.jsonl inside).', ()),
         'output': (..., 'A file (*.jsonl, or *.parquet for tokens) or a directory (train.* and eval.* inside). With an eval split, FILE.ext becomes FILE.train.ext and FILE.eval.ext.', ()),
         'format': ('specforge', "specforge: {id, conversations, tools}; sharegpt: from/value turns; openai: {id, messages, tools}; tokens: Parquet of input_ids + loss_mask (the sampled token ids; re-tokenized text where a row has none); speculators: vllm-project/speculators' JSONL rows, one per generation.", ('specforge', 'sharegpt', 'openai', 'tokens', 'speculators')),
-        'tokenizer': (None, "Tokenizer with the target's chat template (path, hub id or 'smollm2'); needed for tokens and speculators; default: the model named in the results.", ()),
+        'tokenizer': (None, "Tokenizer with the target's chat template (path, hub id or 'smollm2'); needed for tokens and speculators; default: the fleet's model the runs recorded, from local files only.", ()),
         'reasoning': ('train', 'train: keep reasoning_content and supervise it; context: keep it but mask it out (tokens); drop: remove it from the rows.', ('train', 'context', 'drop')),
         'finish_reasons': (['stop', 'tool_calls'], 'A row is kept only if every regenerated turn ended with one of these (a turn ending in a tool call is finished, not cut).', ()),
         'min_supervised_tokens': (0, 'Drop rows with fewer supervised tokens (a drafter with block size B needs more than B); tokens: masked tokens, other formats: the completion tokens the server counted.', ()),

@@ -30,7 +30,7 @@ class ExportConfig(StrictModel):
     tokenizer: str | None = Field(
         None,
         description="Tokenizer with the target's chat template (path, hub id or 'smollm2'); "
-        "needed for tokens and speculators; default: the model named in the results.",
+        "needed for tokens and speculators; default: the fleet's model the runs recorded, from local files only.",
     )
     reasoning: Reasoning = Field(
         "train",
