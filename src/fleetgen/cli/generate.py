@@ -43,22 +43,18 @@ BINDINGS = {"generate": Binding(G, {k: v for k, v in FIELD_OF.items() if k != v}
 def cmd_generate(ctx: typer.Context, prompts: Path, profiles: Path | None, config: Path | None, **flags: Any) -> None:
     """Regenerate the assistant turns of every prompt across the fleet, exactly once per (prompt, sample)."""
     from fleetgen.config import read_yaml_mapping, validate
-    from fleetgen.generate import GenerateConfig
+    from fleetgen.generate.config import GenerateConfig
 
-    data = GenerateConfig.nest(read_yaml_mapping(config)) if config else {}
-    given = {FIELD_OF[name]: value for name, value in flags.items() if typed(ctx, name)}  # flags typed win over the file
-    given["prompts"] = prompts
-    if profiles is not None:
-        given["profiles"] = read_profiles(profiles)
-    for key, value in GenerateConfig.nest(given).items():
-        data[key] = {**data.get(key, {}), **value} if key in GenerateConfig.SECTIONS else value
+    given = {FIELD_OF[name]: value for name, value in flags.items() if typed(ctx, name)}
+    given.update(prompts=prompts, **({"profiles": read_profiles(profiles)} if profiles is not None else {}))
+    data = GenerateConfig.overlay(read_yaml_mapping(config) if config else {}, given)  # flags typed win over the file
     run_generate(validate(GenerateConfig, data, source=f"{config} and flags" if config else "flags"))
 
 
 def run_generate(cfg: GenerateConfig) -> None:
     """Run the job (all its shards with --shards N), with a progress bar on a terminal and a summary after."""
     if cfg.sharding.shards is not None:
-        from fleetgen.generate import run_shards
+        from fleetgen.generate.shards.run import run_shards
 
         sharded = run_shards(cfg)
         _print_shards(sharded, cfg.output_dir)
@@ -112,7 +108,7 @@ def _run_with_progress(cfg: GenerateConfig) -> Stats:
         TimeRemainingColumn,
     )
 
-    from fleetgen.generate import generate
+    from fleetgen.generate.runner import generate
 
     if not sys.stderr.isatty():
         return generate(cfg)

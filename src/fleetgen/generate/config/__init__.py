@@ -117,22 +117,22 @@ class GenerateConfig(StrictModel):
             out[section] = {**given, field: value}
         return out
 
+    @classmethod
+    def overlay(cls, base: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+        """`base` (flat keys or sections: a YAML file, a dump) with `changes` laid over it, each into its section."""
+        out = cls.nest(base)
+        for key, value in cls.nest(changes).items():
+            out[key] = {**out.get(key, {}), **value} if key in cls.SECTIONS else value
+        return out
+
     @model_validator(mode="before")
     @classmethod
     def _flat_keys(cls, data: Any) -> Any:
         return cls.nest(data) if isinstance(data, Mapping) else data
 
     def updated(self, **changes: Any) -> GenerateConfig:
-        """A validated copy with `changes` (flat names) laid over this config's values."""
-        data = self.model_dump()
-        flat = self.flat_fields()
-        for key, value in changes.items():
-            section, field = flat[key]
-            if section is None:
-                data[field] = value
-            else:
-                data[section][field] = value
-        return type(self).model_validate(data)
+        """A validated copy with `changes` (flat names, or whole sections) laid over this config's values."""
+        return type(self).model_validate(self.overlay(self.model_dump(), changes))
 
     @field_validator("endpoints")
     @classmethod
