@@ -1,4 +1,4 @@
-"""Two source trees, the same prompts, the NULL SERVER: are the rows identical (but timing and replica)?
+"""Two source trees, the same prompts, the NULL SERVER (or real servers): are the rows identical (but timing and replica)?
 
 A check that a change leaves the data alone where its semantics were already right: 600 prompts x
 2 samples, seed 7, through `generate()` of each tree in its own process. Six kinds of prompt:
@@ -8,12 +8,21 @@ so the null server answers instead (an answered_without_call cut); a recorded ca
 arguments (an other_arguments cut); a trailing assistant turn.
 
     .venv/bin/python bench/rows_identical.py BASE_SRC BRANCH_SRC [--ignore token_ids.why ...]
+        [--profiles '[{"name": "cold", "temperature": 0.3, "top_k": 20}, ...]'] [--rows 600]
+        [--endpoint URL ... --concurrency 8 --max-tokens 16]
 
 `--ignore A.B` leaves field B of field A out of both sides' rows (a field the branch adds on purpose).
+`--profiles` runs the job with these sampling profiles (each row records its profile and what was sent).
+`--endpoint` drives servers already running (a real engine: `fleetgen up`, a tool-call parser for the
+tool kinds) instead of the null server; the model is the first one they list. A real engine's answer
+may depend on what it batched the request with: `--concurrency 1` and the base tree run twice
+(BASE_SRC BASE_SRC) show whether a difference is the engine's own before it is blamed on the branch.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import socket
 import subprocess
@@ -29,11 +38,11 @@ HERE = Path(__file__).resolve().parent
 TOOL = {"type": "function", "function": {"name": "get_weather",
                                          "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
 CHILD = """
-import sys
+import json, sys
 from pathlib import Path
 from fleetgen.generate import GenerateConfig, generate
-cfg = GenerateConfig(prompts=Path(sys.argv[1]), output_dir=Path(sys.argv[2]), endpoints=sys.argv[3:], model="null",
-                     max_tokens=16, concurrency=8, samples=2, seed=7, hedge=True)
+cfg = GenerateConfig(prompts=Path(sys.argv[1]), output_dir=Path(sys.argv[2]), samples=2, seed=7, hedge=True,
+                     **json.loads(sys.argv[3]))
 print(generate(cfg, handle_signals=False).ok)
 """
 
@@ -68,9 +77,9 @@ def _row(i: int) -> dict:
             "meta": {"domain": "chat"}}
 
 
-def _rows(src: str, prompts: Path, out: Path, endpoints: list[str], ignore: list[str] = ()) -> list[bytes]:
+def _rows(src: str, prompts: Path, out: Path, job: dict, ignore: list[str] = ()) -> list[bytes]:
     """The results of one tree's run, without the fields that differ between any two runs."""
-    run = subprocess.run([sys.executable, "-c", CHILD, str(prompts), str(out), *endpoints],
+    run = subprocess.run([sys.executable, "-c", CHILD, str(prompts), str(out), json.dumps(job)],
                          env={**os.environ, "PYTHONPATH": src}, capture_output=True, text=True)
     if run.returncode:
         raise SystemExit(run.stderr[-2000:])
@@ -92,12 +101,22 @@ def _rows(src: str, prompts: Path, out: Path, endpoints: list[str], ignore: list
 
 
 def main() -> None:
-    base, branch = sys.argv[1:3]
-    rest = sys.argv[3:]
-    ignore = [rest[k + 1] for k, arg in enumerate(rest) if arg == "--ignore"]
-    ports = [_free_port() for _ in range(4)]
-    server = subprocess.Popen([sys.executable, str(HERE / "null_server.py"), "--tool-call", "--ports", *map(str, ports)])
-    endpoints = [f"http://127.0.0.1:{p}" for p in ports]
+    ap = argparse.ArgumentParser()
+    ap.add_argument("base")
+    ap.add_argument("branch")
+    ap.add_argument("--ignore", action="append", default=[])
+    ap.add_argument("--profiles", type=json.loads, default=[])
+    ap.add_argument("--rows", type=int, default=600)
+    ap.add_argument("--endpoint", action="append", default=[])
+    ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--max-tokens", type=int, default=16)
+    args = ap.parse_args()
+    server = None
+    endpoints = args.endpoint
+    if not endpoints:
+        ports = [_free_port() for _ in range(4)]
+        server = subprocess.Popen([sys.executable, str(HERE / "null_server.py"), "--tool-call", "--ports", *map(str, ports)])
+        endpoints = [f"http://127.0.0.1:{p}" for p in ports]
     try:
         for _ in range(100):
             try:
@@ -105,14 +124,19 @@ def main() -> None:
                 break
             except OSError:
                 time.sleep(0.1)
+        model = "null" if server else json.loads(urllib.request.urlopen(endpoints[0] + "/v1/models").read())["data"][0]["id"]
+        job = {"endpoints": endpoints, "model": model, "max_tokens": args.max_tokens, "concurrency": args.concurrency,
+               "profiles": args.profiles}
         with tempfile.TemporaryDirectory() as d:
             prompts = Path(d) / "prompts.jsonl"
-            prompts.write_bytes(b"".join(orjson.dumps(_row(i)) + b"\n" for i in range(600)))
-            a = _rows(base, prompts, Path(d) / "base", endpoints, ignore)
-            b = _rows(branch, prompts, Path(d) / "branch", endpoints, ignore)
+            prompts.write_bytes(b"".join(orjson.dumps(_row(i)) + b"\n" for i in range(args.rows)))
+            a = _rows(args.base, prompts, Path(d) / "base", job, args.ignore)
+            b = _rows(args.branch, prompts, Path(d) / "branch", job, args.ignore)
     finally:
-        server.kill()
-        server.wait()
+        if server is not None:
+            server.kill()
+            server.wait()
+    ignore = args.ignore
     cuts = {r: sum(f'"reason":"{r}"'.encode() in row for row in a) for r in ("answered_without_call", "other_arguments")}
     kept = sum(b'"role":"tool"' in row for row in a)
     left_out = "".join(f", {p}" for p in ignore)
