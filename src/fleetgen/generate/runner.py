@@ -63,22 +63,8 @@ def generate(
     Raises ResumeMismatchError when the directory holds another job (unless force), and
     NoReplicaError when every replica stopped answering (what is done stays done; run again to resume).
     """
-    with asyncio.Runner(loop_factory=event_loop_factory(config.transport.event_loop)) as runner:
+    with asyncio.Runner(loop_factory=config.transport.loop_factory()) as runner:
         return runner.run(run(config, on_progress=on_progress, clock=clock, handle_signals=handle_signals))
-
-
-def event_loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop's loop when chosen (or, for auto, installed); None: asyncio's own."""
-    if choice == "asyncio":
-        return None
-    try:
-        import uvloop
-    except ImportError:
-        if choice == "uvloop":
-            raise ConfigError("event_loop uvloop: the uvloop package is not installed",
-                              hint="pip install uvloop, or use --event-loop asyncio") from None
-        return None
-    return uvloop.new_event_loop
 
 
 async def run(

@@ -6,13 +6,17 @@ warm-up its own), so a default is written once, here, where the field is declare
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
 
 from pydantic import Field, PlainSerializer, PlainValidator, WithJsonSchema, field_validator, model_validator
 
 from fleetgen.config import StrictModel
 from fleetgen.errors import ConfigError
 from fleetgen.generate.config.partition import Shard
+
+if TYPE_CHECKING:
+    import asyncio
+    from collections.abc import Callable
 
 ReplicaChoice = Literal["least-outstanding", "round-robin"]
 EventLoop = Literal["auto", "uvloop", "asyncio"]
@@ -86,6 +90,19 @@ class TransportConfig(Section):
     def timeout_s(self, max_tokens: int) -> float:
         """The timeout of a request whose budget is `max_tokens`."""
         return self.timeout_base_s + self.timeout_per_token_s * max_tokens
+
+    def loop_factory(self) -> Callable[[], asyncio.AbstractEventLoop] | None:
+        """uvloop's loop when chosen (or, for auto, installed); None: asyncio's own."""
+        if self.event_loop == "asyncio":
+            return None
+        try:
+            import uvloop
+        except ImportError:
+            if self.event_loop == "uvloop":
+                raise ConfigError("event_loop uvloop: the uvloop package is not installed",
+                                  hint="pip install uvloop, or use --event-loop asyncio") from None
+            return None
+        return uvloop.new_event_loop
 
 
 class RoutingConfig(Section):
