@@ -315,7 +315,7 @@ class Dispatcher:
         flight = self.hedging.track(r, started, fn) if p.hedge else None
         bound = self.stalls.bound_s(r, max_tokens) if max_tokens is not None else None
         try:
-            result = await (fn(r) if bound is None else self._within(bound, r, fn, max_tokens))  # type: ignore[arg-type]
+            result = await (fn(r) if bound is None else self.stalls.within(bound, r, fn, max_tokens))  # type: ignore[arg-type]
         except asyncio.CancelledError:
             if flight is None:
                 r.stats.silent += 1
@@ -337,36 +337,12 @@ class Dispatcher:
             self.stalls.observe(r, took, tokens_of(result))
         return result, r
 
-    async def _within(self, bound_s: float, r: Replica, fn: Callable[[Replica], Awaitable[T]], max_tokens: int) -> T:
-        """`fn(r)`, cancelled (its connection closed: the engine drops it) once it goes unanswered for `bound_s`.
-
-        One timer handle, not asyncio.timeout: this runs per request, and the context manager cost ~20 calls more.
-        """
-        task = asyncio.current_task()
-        expired: list[bool] = []
-        timer = asyncio.get_running_loop().call_later(bound_s, _expire, task, expired)
-        try:
-            return await fn(r)
-        except asyncio.CancelledError:
-            if expired and task.uncancel() == 0:  # type: ignore[union-attr]  # the timer's cancel, and nobody else's
-                raise self.stalls.stalled(r, bound_s, max_tokens) from None
-            raise
-        finally:
-            timer.cancel()
-
     def observe(self, r: Replica, started: float) -> float:
         """`r` answered a request sent at `started`: its latency histogram, and what hedging calls slow; the latency."""
         took = self.clock() - started
         self.hedging.latencies.append(took)
         r.stats.latency.observe(took)
         return took
-
-
-def _expire(task: asyncio.Task | None, expired: list[bool]) -> None:
-    """A request's stall bound passed: cancel the task awaiting it, saying it was the timer (Dispatcher._within)."""
-    expired.append(True)
-    if task is not None:
-        task.cancel()
 
 
 # _choose's answer when a request's home is full but within the margin: wait for it.

@@ -15,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
 from fleetgen.generate.dispatch.client import TransientError
 from fleetgen.generate.dispatch.replica import Replica
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MIN_OBSERVED = 8
 MIN_TOKENS = 16
@@ -76,6 +78,23 @@ class StallGuard:
             return None
         return max(self.floor_s, self.factor * pace.slow * max(max_tokens, MIN_TOKENS))
 
+    async def within(self, bound_s: float, r: Replica, fn: Callable[[Replica], Awaitable[T]], max_tokens: int) -> T:
+        """`fn(r)`, cancelled (its connection closed: the engine drops it) once it goes unanswered for `bound_s`.
+
+        One timer handle, not asyncio.timeout: this runs per request, and the context manager cost ~20 calls more.
+        """
+        task = asyncio.current_task()
+        expired: list[bool] = []
+        timer = asyncio.get_running_loop().call_later(bound_s, _expire, task, expired)
+        try:
+            return await fn(r)
+        except asyncio.CancelledError:
+            if expired and task.uncancel() == 0:  # type: ignore[union-attr]  # the timer's cancel, and nobody else's
+                raise self.stalled(r, bound_s, max_tokens) from None
+            raise
+        finally:
+            timer.cancel()
+
     def stalled(self, r: Replica, bound_s: float, max_tokens: int) -> Stalled:
         """Count and name a request `r` left unanswered for `bound_s`; the error that re-sends it."""
         r.stats.stalled += 1
@@ -86,6 +105,13 @@ class StallGuard:
                 "cancelled and re-sent (%d so far on this replica)", r.index, r.endpoint, max_tokens, bound_s, bound_s, n,
             )
         return Stalled(f"no answer after {bound_s:.1f}s, the bound its replica's pace sets for {max_tokens} tokens")
+
+
+def _expire(task: asyncio.Task | None, expired: list[bool]) -> None:
+    """A request's stall bound passed: cancel the task awaiting it, saying it was the timer (StallGuard.within)."""
+    expired.append(True)
+    if task is not None:
+        task.cancel()
 
 
 QUIET_S = 30.0  # no answer from a replica with requests in flight for this long is said, once per silence
