@@ -69,9 +69,10 @@ class Pipeline:
             )
         stages = self.stages()
         self._fill_summary(stages)
-        early = await self._head_starts(stages, book)
+        early: list[Stage] = []
+        launched = False
         try:
-            for stage in stages:
+            for i, stage in enumerate(stages):
                 fp = await stage.fingerprint()
                 self.ctx.fingerprints[stage.name] = fp
                 if book.is_current(stage.name, fp) and all(p.exists() for p in stage.outputs()):
@@ -81,6 +82,9 @@ class Pipeline:
                 if book.changed(stage.name, fp):
                     dropped = book.invalidate_from(stage.name)
                     self.say(stage.name, "invalidated", f"its config or inputs changed: re-running {', '.join(dropped)}")
+                if not launched and not stage.gate:  # the first stage to run that no later one must wait for
+                    launched = True
+                    early = await self._head_starts(stages[i + 1 :], book)
                 self.summary.stages_run.append(stage.name)
                 self.say(stage.name, "start")
                 done = await stage.run()
@@ -91,18 +95,19 @@ class Pipeline:
                 await stage.drop_head_start()
         return self.summary
 
-    async def _head_starts(self, stages: list[Stage], book: StageBook) -> list[Stage]:
-        """Give each stage that will run after another one that runs its head start (stage.head_start)."""
+    async def _head_starts(self, later: list[Stage], book: StageBook) -> list[Stage]:
+        """Give each of the `later` stages that will run its head start (stage.head_start), up to a gate that runs."""
         started: list[Stage] = []
-        earlier_runs = False
-        for stage in stages:
+        for stage in later:
             fp = await stage.fingerprint()
             self.ctx.fingerprints[stage.name] = fp
             runs = not (book.is_current(stage.name, fp) and all(p.exists() for p in stage.outputs()))
-            if runs and earlier_runs and stage.head_start():
+            if runs and stage.gate:
+                break  # nothing after it may begin before it passes (the fleet must not start into a broken environment)
+            if runs and stage.head_start():
                 started.append(stage)
-            earlier_runs = earlier_runs or runs
-        self.ctx.fingerprints.clear()  # the loop computes them again, as each stage is reached
+        for stage in later:  # the loop computes them again, as each stage is reached
+            self.ctx.fingerprints.pop(stage.name, None)
         return started
 
     def _fill_summary(self, stages: list[Stage]) -> None:

@@ -81,6 +81,7 @@ class Stage(ABC):
 
     name: ClassVar[str]
     reads: ClassVar[tuple[str, ...]] = ()  # the stages whose fingerprints are part of this one's
+    gate: ClassVar[bool] = False  # when it runs, no later stage begins before it has passed (the doctor)
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx

@@ -11,6 +11,7 @@ from fleetgen.run.stage import Done, Stage
 
 class DoctorStage(Stage):
     name = "doctor"
+    gate = True  # the fleet must not start before the environment passed
 
     def section(self) -> object:
         return self.ctx.job.doctor.model_dump(mode="json")
