@@ -33,7 +33,7 @@ FLAGS = {
     "endpoints": Flag(("--endpoint",)),
     "api_key": Flag(("--api-key",), {"envvar": "FLEETGEN_API_KEY", "show_envvar": True}),
 }
-# Set by `--shards` for each shard it starts, never by hand: YAML only.
+# prompts is the command's argument; lease_group is set by `--shards` for each shard it starts, never by hand.
 NO_FLAG = ("prompts", "lease_group")
 OPTIONS = generated_options(G, FLAGS, leave_out=NO_FLAG)
 FIELD_OF = {param.name: flat for flat, param in OPTIONS.items()}  # option -> the field it sets (a flat name)
