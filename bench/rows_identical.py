@@ -88,6 +88,10 @@ def _rows(src: str, prompts: Path, out: Path, job: dict, ignore: list[str] = ())
         row.pop("timing")
         row.pop("replica")
         row.pop("job", None)  # the job identity's digest (rows/history.py): absent from trees before it
+        for m in row["messages"]:  # a call the target made has the id its server drew (vLLM: random per request)
+            for call in m.get("tool_calls") or ():
+                if str(call.get("id", "")).startswith("chatcmpl-tool-"):
+                    call["id"] = "chatcmpl-tool-(drawn by the server)"
         for path in ignore:
             *parents, last = path.split(".")
             node = row
