@@ -82,6 +82,13 @@ def test_help_loads_no_command_machinery(tmp_path, argv):
     assert _heavy(modules) == []
 
 
+def test_generate_help_builds_its_flags_from_the_table_not_the_config_models(tmp_path):
+    """Every field of generate's sections is a flag (cli/_options.py), read from cli/_fields.py: no pydantic."""
+    modules = _modules_after("from fleetgen.cli.app import app; app(['generate', '--help'])", tmp_path)
+    assert "fleetgen.cli.generate" in modules and "fleetgen.cli._fields" in modules
+    assert [m for m in ("pydantic", "fleetgen.generate.config", "fleetgen.config") if m in modules] == []
+
+
 # What `status` and `down` of no fleet need not load either: they read the state file as plain JSON, and
 # their options' defaults and help come from cli/_fields.py, not the config models.
 NO_FLEET_HEAVY = ("pydantic", "yaml", "fleetgen.fleet.state", "fleetgen.fleet.config")
