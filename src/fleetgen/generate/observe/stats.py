@@ -29,9 +29,13 @@ class LatencyHistogram:
         self.sum_s += seconds
 
 
-@dataclass
+@dataclass(slots=True)
 class ReplicaStats:
-    """One replica's load and work; the dispatcher owns and advances it."""
+    """One replica's load and work; the dispatcher owns and advances it.
+
+    Slots: the dispatcher reads these per request and per replica, and an instance of 30 attributes or more
+    without them falls off CPython 3.11's fast path for attribute reads (its dict no longer shares keys).
+    """
 
     index: int
     endpoint: str
