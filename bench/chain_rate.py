@@ -30,9 +30,16 @@ HERE = Path(__file__).resolve().parent
 TEMPLATE = HERE / "templates" / "smollm2_think_tools.jinja"
 TEMPERATURE = 0.0
 CITIES = ["Paris", "Berlin", "Tokyo", "Oslo", "Lima", "Cairo", "Madrid", "Vienna", "Quito", "Dublin"]
-TOOLS = [{"type": "function", "function": {
-    "name": "get_weather", "description": "Current weather of a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather of a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    }
+]
 CHILD = """
 import sys
 from pathlib import Path
@@ -44,7 +51,11 @@ print(generate(cfg, handle_signals=False).ok)
 
 
 def _call(rid: str, k: int, city: str) -> dict:
-    return {"id": f"{rid}-c{k}", "type": "function", "function": {"name": "get_weather", "arguments": json.dumps({"city": city})}}
+    return {
+        "id": f"{rid}-c{k}",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": json.dumps({"city": city})},
+    }
 
 
 def _row(i: int) -> dict:
@@ -70,8 +81,16 @@ def chain_counts(rows: list[dict]) -> dict[str, int]:
     sys.path.insert(0, str(HERE.parent / "src"))
     from fleetgen.rows.token_ids import recorded_turns
 
-    out = {"samples": len(rows), "turns": 0, "later": 0, "chained": 0, "after_tool": 0, "after_tool_chained": 0,
-           "with_reasoning": 0, "cut": sum(r.get("cut") is not None for r in rows)}
+    out = {
+        "samples": len(rows),
+        "turns": 0,
+        "later": 0,
+        "chained": 0,
+        "after_tool": 0,
+        "after_tool_chained": 0,
+        "with_reasoning": 0,
+        "cut": sum(r.get("cut") is not None for r in rows),
+    }
     for r in rows:
         turns = recorded_turns(r) or []
         msgs = r["messages"]
@@ -93,8 +112,12 @@ def chain_counts(rows: list[dict]) -> dict[str, int]:
 
 
 def _run(src: str, prompts: Path, out: Path, state: Path, samples: int) -> dict[str, int]:
-    run = subprocess.run([sys.executable, "-c", CHILD, str(prompts), str(out), str(state), str(samples), str(TEMPERATURE)],
-                         env={**os.environ, "PYTHONPATH": src}, capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, "-c", CHILD, str(prompts), str(out), str(state), str(samples), str(TEMPERATURE)],
+        env={**os.environ, "PYTHONPATH": src},
+        capture_output=True,
+        text=True,
+    )
     if run.returncode:
         raise SystemExit(run.stderr[-3000:])
     notes = [line for line in run.stderr.splitlines() if line.startswith("note: history_reasoning")]
@@ -124,12 +147,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         d = Path(d)
         state = d / "fleet"
-        start_fleet(state, 1, tool_call_parser="hermes",
-                    engine_args=["--chat-template", str(TEMPLATE), "--reasoning-parser", "olmo3"])
+        start_fleet(
+            state,
+            1,
+            tool_call_parser="hermes",
+            engine_args=["--chat-template", str(TEMPLATE), "--reasoning-parser", "olmo3"],
+        )
         try:
             prompts = d / "p.jsonl"
             prompts.write_text("".join(json.dumps(_row(i)) + "\n" for i in range(a.prompts)))
-            results = {name: _run(src, prompts, d / name, state, a.samples) for name, src in (("base", a.base), ("branch", a.branch))}
+            results = {
+                name: _run(src, prompts, d / name, state, a.samples)
+                for name, src in (("base", a.base), ("branch", a.branch))
+            }
             if a.keep:
                 import shutil
 
@@ -142,8 +172,10 @@ def main() -> None:
     for name, c in results.items():
         rate = c["chained"] / c["later"] if c["later"] else 0.0
         tool_rate = c["after_tool_chained"] / c["after_tool"] if c["after_tool"] else 0.0
-        print(f"| {name} | {c['samples']} | {c['turns']} | {c['with_reasoning']} | {c['cut']} | "
-              f"{c['chained']}/{c['later']} ({rate:.0%}) | {c['after_tool_chained']}/{c['after_tool']} ({tool_rate:.0%}) |")
+        print(
+            f"| {name} | {c['samples']} | {c['turns']} | {c['with_reasoning']} | {c['cut']} | "
+            f"{c['chained']}/{c['later']} ({rate:.0%}) | {c['after_tool_chained']}/{c['after_tool']} ({tool_rate:.0%}) |"
+        )
 
 
 if __name__ == "__main__":

@@ -65,8 +65,12 @@ def main() -> None:
         for name, argv in cmds.items():
             for arm, src in arms.items():
                 times[name][arm].append(run_once(argv, src))
-    report = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
-              "load_average": os.getloadavg(), "repeats": args.repeats, "commands": {}}
+    report = {
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+        "load_average": os.getloadavg(),
+        "repeats": args.repeats,
+        "commands": {},
+    }
     print(f"{'command':30} {'before median (min-max)':>26} {'after median (min-max)':>26} {'before/after':>12}")
     for name, by_arm in times.items():
         row = {arm: {"median_s": statistics.median(v), "min_s": min(v), "max_s": max(v)} for arm, v in by_arm.items()}

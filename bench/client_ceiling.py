@@ -47,8 +47,18 @@ def main() -> None:
     args = ap.parse_args()
     ports = [_free_port() for _ in range(args.servers)]
     servers = [
-        subprocess.Popen([sys.executable, str(ROOT / "tests/generate/standin_server.py"), "--port", str(p),
-                          "--max-concurrent", str(args.concurrency)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(ROOT / "tests/generate/standin_server.py"),
+                "--port",
+                str(p),
+                "--max-concurrent",
+                str(args.concurrency),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         for p in ports
     ]
     try:
@@ -58,9 +68,26 @@ def main() -> None:
             prompts = Path(d) / "p.jsonl"
             with open(prompts, "w") as f:
                 for i in range(args.rows):
-                    f.write(json.dumps({"id": f"p{i}", "messages": [{"role": "user", "content": f"Name one color. ({i})"}]}) + "\n")
-            cmd = [sys.executable, "-m", "fleetgen.cli.app", "generate", str(prompts), "-o", str(Path(d) / "out"),
-                   "--model", "standin", "--max-tokens", "8", "--concurrency", str(args.concurrency), "--no-hedge"]
+                    f.write(
+                        json.dumps({"id": f"p{i}", "messages": [{"role": "user", "content": f"Name one color. ({i})"}]})
+                        + "\n"
+                    )
+            cmd = [
+                sys.executable,
+                "-m",
+                "fleetgen.cli.app",
+                "generate",
+                str(prompts),
+                "-o",
+                str(Path(d) / "out"),
+                "--model",
+                "standin",
+                "--max-tokens",
+                "8",
+                "--concurrency",
+                str(args.concurrency),
+                "--no-hedge",
+            ]
             for p in ports:
                 cmd += ["--endpoint", f"http://127.0.0.1:{p}"]
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -76,8 +103,11 @@ def main() -> None:
             s.wait()
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     report = {
-        "rows": args.rows, "servers": args.servers, "in_flight": args.servers * args.concurrency,
-        "wall_s": round(wall, 1), "rows_per_s": round(lines / wall, 1),
+        "rows": args.rows,
+        "servers": args.servers,
+        "in_flight": args.servers * args.concurrency,
+        "wall_s": round(wall, 1),
+        "rows_per_s": round(lines / wall, 1),
         "client_cpu_s_per_1k_rows": round(1000 * cpu / lines, 2),
         "client_peak_rss_mib": round(after.ru_maxrss / 1024, 1),
         "journal_bytes_per_row": round(size / lines),

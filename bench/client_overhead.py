@@ -54,7 +54,10 @@ def _get(url: str) -> bytes:
 def _prompts(path: Path, n: int) -> None:
     with open(path, "wb") as f:
         for i in range(n):
-            f.write(orjson.dumps({"id": f"p{i}", "messages": [{"role": "user", "content": f"Name one color. ({i})"}]}) + b"\n")
+            f.write(
+                orjson.dumps({"id": f"p{i}", "messages": [{"role": "user", "content": f"Name one color. ({i})"}]})
+                + b"\n"
+            )
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -76,10 +79,17 @@ async def _bare(prompts: Path, endpoints: list[str], window: int) -> dict:
 
     async def worker(session: aiohttp.ClientSession, endpoint: str) -> None:
         for row in it:
-            body = {"model": "null", "messages": row["messages"], "max_tokens": MAX_TOKENS, "temperature": 0.7, "top_p": 1.0}
+            body = {
+                "model": "null",
+                "messages": row["messages"],
+                "max_tokens": MAX_TOKENS,
+                "temperature": 0.7,
+                "top_p": 1.0,
+            }
             t0 = time.monotonic()
-            async with session.post(endpoint + "/v1/chat/completions", data=orjson.dumps(body),
-                                    headers={"Content-Type": "application/json"}) as r:
+            async with session.post(
+                endpoint + "/v1/chat/completions", data=orjson.dumps(body), headers={"Content-Type": "application/json"}
+            ) as r:
                 payload = orjson.loads(await r.read())
             assert payload["choices"][0]["message"]["content"]
             latencies.append(time.monotonic() - t0)
@@ -91,8 +101,9 @@ async def _bare(prompts: Path, endpoints: list[str], window: int) -> dict:
     return {"completed": len(latencies), "wall_s": wall, "latencies": latencies}
 
 
-def _fleetgen(prompts: Path, endpoints: list[str], window: int, scrape_every_s: float | None = None,
-              event_loop: str = "asyncio") -> dict:
+def _fleetgen(
+    prompts: Path, endpoints: list[str], window: int, scrape_every_s: float | None = None, event_loop: str = "asyncio"
+) -> dict:
     """generate() as users run it; with `scrape_every_s`, its metrics port open and scraped that often meanwhile."""
     import threading
 
@@ -101,8 +112,15 @@ def _fleetgen(prompts: Path, endpoints: list[str], window: int, scrape_every_s: 
     from fleetgen.metrics import MetricsServer
 
     with tempfile.TemporaryDirectory() as d:
-        cfg = GenerateConfig(prompts=prompts, output_dir=Path(d), endpoints=endpoints, model="null", max_tokens=MAX_TOKENS,
-                             concurrency=window, event_loop=event_loop)
+        cfg = GenerateConfig(
+            prompts=prompts,
+            output_dir=Path(d),
+            endpoints=endpoints,
+            model="null",
+            max_tokens=MAX_TOKENS,
+            concurrency=window,
+            event_loop=event_loop,
+        )
         scrapes = []
         t0 = time.monotonic()
         if scrape_every_s is None:
@@ -159,17 +177,41 @@ def child(arm: str, prompts: Path, endpoints: list[str], window: int, scrape_eve
 # --- the parent: server, arms, table --------------------------------------------------------------
 
 
-def _run_arm(arm: str, prompts: Path, ports: list[int], window: int, core: int, scrape_every_s: float = 1.0,
-             trees: dict[str, Path] | None = None) -> dict:
+def _run_arm(
+    arm: str,
+    prompts: Path,
+    ports: list[int],
+    window: int,
+    core: int,
+    scrape_every_s: float = 1.0,
+    trees: dict[str, Path] | None = None,
+) -> dict:
     endpoints = [f"http://127.0.0.1:{p}" for p in ports]
     _get(f"http://127.0.0.1:{ports[0]}/_arrivals")  # clear
     env = None
     if arm in (trees or {}):  # the fleetgen arm, on the code of that --base-src
         env = {**os.environ, "PYTHONPATH": str(trees[arm])}  # type: ignore[index]
         arm = "fleetgen"
-    cmd = ["taskset", "-c", str(core), sys.executable, __file__, "--child", arm, "--prompts", str(prompts),
-           "--window", str(window), "--scrape-every", str(scrape_every_s), "--endpoints", *endpoints]
-    res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout.strip().splitlines()[-1])
+    cmd = [
+        "taskset",
+        "-c",
+        str(core),
+        sys.executable,
+        __file__,
+        "--child",
+        arm,
+        "--prompts",
+        str(prompts),
+        "--window",
+        str(window),
+        "--scrape-every",
+        str(scrape_every_s),
+        "--endpoints",
+        *endpoints,
+    ]
+    res = json.loads(
+        subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout.strip().splitlines()[-1]
+    )
     arrivals = orjson.loads(_get(f"http://127.0.0.1:{ports[0]}/_arrivals"))
     gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
     res["cycle_p50_us"], res["cycle_p99_us"] = 1e6 * _pct(gaps, 0.5), 1e6 * _pct(gaps, 0.99)
@@ -180,9 +222,14 @@ def _run_arm(arm: str, prompts: Path, ports: list[int], window: int, core: int, 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--child", choices=["bare", "fleetgen", "fleetgen-metrics", "bare-uvloop", "fleetgen-uvloop", "bare-gctuned"])
-    ap.add_argument("--arms", default="bare,fleetgen",
-                    help="comma-separated: bare, fleetgen, bare-uvloop, fleetgen-uvloop, bare-gctuned (gc_tuning.py's settings)")
+    ap.add_argument(
+        "--child", choices=["bare", "fleetgen", "fleetgen-metrics", "bare-uvloop", "fleetgen-uvloop", "bare-gctuned"]
+    )
+    ap.add_argument(
+        "--arms",
+        default="bare,fleetgen",
+        help="comma-separated: bare, fleetgen, bare-uvloop, fleetgen-uvloop, bare-gctuned (gc_tuning.py's settings)",
+    )
     ap.add_argument("--prompts", type=Path)
     ap.add_argument("--endpoints", nargs="+")
     ap.add_argument("--rows", type=int, default=20000)
@@ -193,11 +240,19 @@ def main() -> None:
     ap.add_argument("--client-core", type=int, default=0)
     ap.add_argument("--server-core", type=int, default=1)
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/client_overhead.json")
-    ap.add_argument("--metrics", action="store_true",
-                    help="add the arm fleetgen-metrics: generate with its metrics port open and scraped every --scrape-every s")
+    ap.add_argument(
+        "--metrics",
+        action="store_true",
+        help="add the arm fleetgen-metrics: generate with its metrics port open and scraped every --scrape-every s",
+    )
     ap.add_argument("--scrape-every", type=float, default=1.0)
-    ap.add_argument("--base-src", action="append", default=[], metavar="[LABEL=]DIR",
-                    help="another source tree: adds the arm fleetgen-LABEL (default: fleetgen-base), fleetgen on that code")
+    ap.add_argument(
+        "--base-src",
+        action="append",
+        default=[],
+        metavar="[LABEL=]DIR",
+        help="another source tree: adds the arm fleetgen-LABEL (default: fleetgen-base), fleetgen on that code",
+    )
     args = ap.parse_args()
     if args.child:
         return child(args.child, args.prompts, args.endpoints, args.window, args.scrape_every)
@@ -209,8 +264,17 @@ def main() -> None:
     arms += [a for a in trees if a not in arms]
 
     ports = [_free_port() for _ in range(args.replicas)]
-    server = subprocess.Popen(["taskset", "-c", str(args.server_core), sys.executable, str(ROOT / "bench/null_server.py"),
-                               "--ports", *map(str, ports)])
+    server = subprocess.Popen(
+        [
+            "taskset",
+            "-c",
+            str(args.server_core),
+            sys.executable,
+            str(ROOT / "bench/null_server.py"),
+            "--ports",
+            *map(str, ports),
+        ]
+    )
     runs: dict[str, dict[str, list[dict]]] = {mode: {arm: [] for arm in arms} for mode in ("throughput", "cycle")}
     try:
         for _ in range(100):
@@ -227,30 +291,43 @@ def main() -> None:
                 order = arms if i % 2 == 0 else arms[::-1]
                 for arm in order:
                     runs["throughput"][arm].append(
-                        _run_arm(arm, big, ports, args.window, args.client_core, args.scrape_every, trees))
+                        _run_arm(arm, big, ports, args.window, args.client_core, args.scrape_every, trees)
+                    )
                     runs["cycle"][arm].append(
-                        _run_arm(arm, small, ports[:1], 1, args.client_core, args.scrape_every, trees))
-                    print(f"repeat {i + 1} {arm}: {runs['throughput'][arm][-1]['req_per_s']:.0f} req/s, "
-                          f"cycle p50 {runs['cycle'][arm][-1]['cycle_p50_us']:.0f} us", file=sys.stderr)
+                        _run_arm(arm, small, ports[:1], 1, args.client_core, args.scrape_every, trees)
+                    )
+                    print(
+                        f"repeat {i + 1} {arm}: {runs['throughput'][arm][-1]['req_per_s']:.0f} req/s, "
+                        f"cycle p50 {runs['cycle'][arm][-1]['cycle_p50_us']:.0f} us",
+                        file=sys.stderr,
+                    )
     finally:
         server.kill()
         server.wait()
 
-    med = {mode: {arm: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for arm, rs in arms.items()}
-           for mode, arms in runs.items()}
+    med = {
+        mode: {arm: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for arm, rs in arms.items()}
+        for mode, arms in runs.items()
+    }
     t, c = med["throughput"], med["cycle"]
     b = t["bare"]
-    f = t.get("fleetgen") or next(v for k, v in t.items() if k.startswith("fleetgen"))  # only other trees' arms: the first
-    print(f"\nclient pinned to core {args.client_core}, null server on core {args.server_core}; medians of {args.repeats}")
+    f = t.get("fleetgen") or next(
+        v for k, v in t.items() if k.startswith("fleetgen")
+    )  # only other trees' arms: the first
+    print(
+        f"\nclient pinned to core {args.client_core}, null server on core {args.server_core}; medians of {args.repeats}"
+    )
     for arm in arms:
         tp = t[arm]
         # The ceiling ratio by CPU per request (the steady number on a shared box), against the bare loop
         # on the same event loop where that arm runs.
         ref = t["bare-uvloop"] if arm.endswith("-uvloop") and "bare-uvloop" in t else b
         cpus = [r["cpu_us_per_req"] for r in runs["throughput"][arm]]
-        print(f"{arm:20} {tp['req_per_s']:>8.0f} req/s  {tp['cpu_us_per_req']:>5.0f} us CPU/req "
-              f"({min(cpus):.0f}-{max(cpus):.0f})  {ref['cpu_us_per_req'] / tp['cpu_us_per_req']:.2f}x bare by CPU  "
-              f"{tp['req_per_s'] / b['req_per_s']:.2f}x bare by req/s  cycle p50 {c[arm]['cycle_p50_us']:.0f} us")
+        print(
+            f"{arm:20} {tp['req_per_s']:>8.0f} req/s  {tp['cpu_us_per_req']:>5.0f} us CPU/req "
+            f"({min(cpus):.0f}-{max(cpus):.0f})  {ref['cpu_us_per_req'] / tp['cpu_us_per_req']:.2f}x bare by CPU  "
+            f"{tp['req_per_s'] / b['req_per_s']:.2f}x bare by req/s  cycle p50 {c[arm]['cycle_p50_us']:.0f} us"
+        )
     print(f"{'':34}{'bare aiohttp':>14}{'fleetgen':>12}{'fleetgen/bare':>15}")
     for label, key, fmt in [
         (f"req/s at {args.replicas}x{args.window} in flight", "req_per_s", "{:.0f}"),
@@ -264,9 +341,11 @@ def main() -> None:
         cb, cf = c["bare"][key], c["fleetgen"][key]
         print(f"{label:34}{cb:>14.0f}{cf:>12.0f}{cf / cb:>15.2f}")
     added = f["cpu_us_per_req"] - b["cpu_us_per_req"]
-    print(f"fleetgen's added CPU per request: {added:.0f} us; added cycle at 1 in flight: "
-          f"p50 {c['fleetgen']['cycle_p50_us'] - c['bare']['cycle_p50_us']:.0f} us, "
-          f"p99 {c['fleetgen']['cycle_p99_us'] - c['bare']['cycle_p99_us']:.0f} us")
+    print(
+        f"fleetgen's added CPU per request: {added:.0f} us; added cycle at 1 in flight: "
+        f"p50 {c['fleetgen']['cycle_p50_us'] - c['bare']['cycle_p50_us']:.0f} us, "
+        f"p99 {c['fleetgen']['cycle_p99_us'] - c['bare']['cycle_p99_us']:.0f} us"
+    )
     if args.metrics:
         m, cm = t["fleetgen-metrics"], c["fleetgen-metrics"]
         print(f"\nmetrics on (port open, scraped every {args.scrape_every:g} s: {m['scrapes']:.0f} scrapes) vs off")
@@ -278,15 +357,29 @@ def main() -> None:
             ("latency p99 ms (at that load)", "p99_ms", "{:.1f}"),
         ]:
             print(f"{label:34}{fmt.format(f[key]):>14}{fmt.format(m[key]):>12}{m[key] / f[key]:>15.3f}")
-        for label, key in [("cycle p50 us (1 in flight)", "cycle_p50_us"), ("cycle p99 us (1 in flight)", "cycle_p99_us")]:
+        for label, key in [
+            ("cycle p50 us (1 in flight)", "cycle_p50_us"),
+            ("cycle p99 us (1 in flight)", "cycle_p99_us"),
+        ]:
             print(f"{label:34}{c['fleetgen'][key]:>14.0f}{cm[key]:>12.0f}{cm[key] / c['fleetgen'][key]:>15.3f}")
         print(f"metrics' added CPU per request: {m['cpu_us_per_req'] - f['cpu_us_per_req']:.1f} us")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
-        "rows": args.rows, "cycle_rows": args.cycle_rows, "replicas": args.replicas, "window": args.window,
-        "repeats": args.repeats, "median": med, "runs": runs,
-    }, indent=2) + "\n")
+    args.out.write_text(
+        json.dumps(
+            {
+                "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
+                "rows": args.rows,
+                "cycle_rows": args.cycle_rows,
+                "replicas": args.replicas,
+                "window": args.window,
+                "repeats": args.repeats,
+                "median": med,
+                "runs": runs,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 if __name__ == "__main__":

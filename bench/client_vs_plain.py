@@ -27,12 +27,26 @@ import tempfile
 import time
 from pathlib import Path
 
-TOPICS = ["the sea", "a robot", "autumn", "a city at night", "bread", "a violin", "mountains", "a cat", "rain", "trains"]
+TOPICS = [
+    "the sea",
+    "a robot",
+    "autumn",
+    "a city at night",
+    "bread",
+    "a violin",
+    "mountains",
+    "a cat",
+    "rain",
+    "trains",
+]
 
 
 def prompt_rows(n: int) -> list[dict]:
     return [
-        {"id": f"p{i}", "messages": [{"role": "user", "content": f"Write a short paragraph about {TOPICS[i % 10]}. ({i})"}]}
+        {
+            "id": f"p{i}",
+            "messages": [{"role": "user", "content": f"Write a short paragraph about {TOPICS[i % 10]}. ({i})"}],
+        }
         for i in range(n)
     ]
 
@@ -51,8 +65,13 @@ async def plain(endpoints: list[str], model: str, rows: list[dict], window: int,
             nonlocal tokens, ok
             while not queue.empty():
                 row = queue.get_nowait()
-                body = {"model": model, "messages": row["messages"], "max_tokens": max_tokens, "temperature": 0,
-                        "top_p": 1.0}
+                body = {
+                    "model": model,
+                    "messages": row["messages"],
+                    "max_tokens": max_tokens,
+                    "temperature": 0,
+                    "top_p": 1.0,
+                }
                 async with http.post(endpoint + "/v1/chat/completions", json=body) as resp:
                     payload = await resp.json()
                 if resp.status == 200:
@@ -86,7 +105,9 @@ def main() -> None:
     ap.add_argument("--arms", default="ABBA")
     ap.add_argument("--timeout", type=float, default=300, help="seconds one arm may take")
     ap.add_argument("--fleetgen", default="fleetgen", help="the fleetgen command (argv[0])")
-    ap.add_argument("--fleetgen-arg", action="append", default=[], help="extra argument of the fleetgen arms (repeatable)")
+    ap.add_argument(
+        "--fleetgen-arg", action="append", default=[], help="extra argument of the fleetgen arms (repeatable)"
+    )
     ap.add_argument("--out", default=None)
     ap.add_argument("--plain", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--prompt-file", default=None, help=argparse.SUPPRESS)
@@ -109,31 +130,79 @@ def main() -> None:
     import_cpu["C"] = import_cpu["A"]
     arms = []
     # Warm-up: first requests pay CUDA-graph and allocator costs neither arm should carry.
-    run_arm([sys.executable, __file__, "--plain", *ep_args, "--model", args.model,
-             "--prompt-file", str(prompts), "--concurrency", "32", "--max-tokens", "8"], env, args.timeout)
+    run_arm(
+        [
+            sys.executable,
+            __file__,
+            "--plain",
+            *ep_args,
+            "--model",
+            args.model,
+            "--prompt-file",
+            str(prompts),
+            "--concurrency",
+            "32",
+            "--max-tokens",
+            "8",
+        ],
+        env,
+        args.timeout,
+    )
     for k, arm in enumerate(args.arms):
         if arm in "AC":
             out = tmp / f"gen-{k}"
-            argv = [args.fleetgen, "generate", str(prompts), "-o", str(out), *ep_args,
-                    "--model", args.model, "--max-tokens", str(args.max_tokens), "--temperature", "0",
-                    "--concurrency", str(args.concurrency), "--no-prefix-affinity", *args.fleetgen_arg,
-                    *(["--no-token-ids"] if arm == "C" else [])]
+            argv = [
+                args.fleetgen,
+                "generate",
+                str(prompts),
+                "-o",
+                str(out),
+                *ep_args,
+                "--model",
+                args.model,
+                "--max-tokens",
+                str(args.max_tokens),
+                "--temperature",
+                "0",
+                "--concurrency",
+                str(args.concurrency),
+                "--no-prefix-affinity",
+                *args.fleetgen_arg,
+                *(["--no-token-ids"] if arm == "C" else []),
+            ]
             wall, cpu, proc = run_arm(argv, env, args.timeout)
             if proc.returncode != 0:
                 sys.exit(f"fleetgen arm failed ({proc.returncode}): {proc.stderr[-2000:]}")
             stats = json.loads((out / "stats.json").read_text())
-            res = {"arm": "A fleetgen generate" if arm == "A" else "C fleetgen generate --no-token-ids",
-                   "ok": stats["rows"]["ok"], "errors": stats["rows"]["errors"],
-                   "completion_tokens": stats["tokens"]["completion"], "run_wall_s": stats["wall_s"]}
+            res = {
+                "arm": "A fleetgen generate" if arm == "A" else "C fleetgen generate --no-token-ids",
+                "ok": stats["rows"]["ok"],
+                "errors": stats["rows"]["errors"],
+                "completion_tokens": stats["tokens"]["completion"],
+                "run_wall_s": stats["wall_s"],
+            }
         else:
-            argv = [sys.executable, __file__, "--plain", *ep_args, "--model", args.model,
-                    "--prompt-file", str(prompts), "--concurrency", str(args.concurrency), "--max-tokens", str(args.max_tokens)]
+            argv = [
+                sys.executable,
+                __file__,
+                "--plain",
+                *ep_args,
+                "--model",
+                args.model,
+                "--prompt-file",
+                str(prompts),
+                "--concurrency",
+                str(args.concurrency),
+                "--max-tokens",
+                str(args.max_tokens),
+            ]
             wall, cpu, proc = run_arm(argv, env, args.timeout)
             if proc.returncode != 0:
                 sys.exit(f"plain arm failed ({proc.returncode}): {proc.stderr[-2000:]}")
             res = {"arm": "B plain aiohttp", **json.loads(proc.stdout.strip().splitlines()[-1])}
         res.update(
-            process_wall_s=round(wall, 3), process_cpu_s=round(cpu, 3),
+            process_wall_s=round(wall, 3),
+            process_cpu_s=round(cpu, 3),
             output_tok_s=round(res["completion_tokens"] / res["run_wall_s"], 1),
             cpu_ms_per_request=round(1000 * cpu / max(res["ok"], 1), 3),
             cpu_ms_per_request_less_imports=round(1000 * (cpu - import_cpu[arm]) / max(res["ok"], 1), 3),
@@ -147,15 +216,27 @@ def main() -> None:
 
     result = {
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
-        "settings": {"endpoint": args.endpoint, "model": args.model, "prompts": args.prompts, "max_tokens": args.max_tokens,
-                     "concurrency": args.concurrency, "arms": args.arms},
+        "settings": {
+            "endpoint": args.endpoint,
+            "model": args.model,
+            "prompts": args.prompts,
+            "max_tokens": args.max_tokens,
+            "concurrency": args.concurrency,
+            "arms": args.arms,
+        },
         "import_cpu_s": {k: round(v, 3) for k, v in import_cpu.items()},
         "arms": arms,
         "ratio_output_tok_s_fleetgen_to_plain": round(mean("A", "output_tok_s") / mean("B", "output_tok_s"), 3),
         "ratio_output_tok_s_A_to_C": round(mean("A", "output_tok_s") / mean("C", "output_tok_s"), 3),
     }
-    print(json.dumps({k: result[k] for k in ("import_cpu_s", "ratio_output_tok_s_fleetgen_to_plain",
-                                             "ratio_output_tok_s_A_to_C")}))
+    print(
+        json.dumps(
+            {
+                k: result[k]
+                for k in ("import_cpu_s", "ratio_output_tok_s_fleetgen_to_plain", "ratio_output_tok_s_A_to_C")
+            }
+        )
+    )
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2))
 

@@ -55,8 +55,11 @@ async def one_arm(http: aiohttp.ClientSession, fleet: Path, path: str, headers: 
     cpu1 = replica_cpu_s(fleet)
     await asyncio.sleep(took)  # as long again, idle: what the replica burns doing nothing
     idle = replica_cpu_s(fleet) - cpu1
-    return {"ms_cpu_per_scrape": round(1000 * (cpu - idle) / n, 2), "ms_wall_per_scrape": round(1000 * took / n, 2),
-            "bytes_sent": size}
+    return {
+        "ms_cpu_per_scrape": round(1000 * (cpu - idle) / n, 2),
+        "ms_wall_per_scrape": round(1000 * took / n, 2),
+        "bytes_sent": size,
+    }
 
 
 async def main_async(args) -> dict:
@@ -70,7 +73,7 @@ async def main_async(args) -> dict:
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1)) as http:
             names = list(ARMS)
             for rep in range(args.repeats):
-                for name in names[rep % len(names):] + names[: rep % len(names)]:
+                for name in names[rep % len(names) :] + names[: rep % len(names)]:
                     path, headers = ARMS[name]
                     runs.append({"arm": name, "repeat": rep, **await one_arm(http, fleet, path, headers, args.scrapes)})
                     print(json.dumps(runs[-1]), flush=True)
@@ -84,9 +87,13 @@ async def main_async(args) -> dict:
     for name in ARMS:
         mine = [r for r in runs if r["arm"] == name]
         summary[name] = statistics.median(r["ms_cpu_per_scrape"] for r in mine)
-        t.add_row(name, str(mine[-1]["bytes_sent"]), f"{summary[name]:.2f}",
-                  " / ".join(f"{r['ms_cpu_per_scrape']:.2f}" for r in mine),
-                  f"{statistics.median(r['ms_wall_per_scrape'] for r in mine):.2f}")
+        t.add_row(
+            name,
+            str(mine[-1]["bytes_sent"]),
+            f"{summary[name]:.2f}",
+            " / ".join(f"{r['ms_cpu_per_scrape']:.2f}" for r in mine),
+            f"{statistics.median(r['ms_wall_per_scrape'] for r in mine):.2f}",
+        )
     Console(width=150).print(t)
     return {"scrapes": args.scrapes, "repeats": args.repeats, "runs": runs, "median_ms_cpu": summary}
 

@@ -48,9 +48,12 @@ print(f'{{"rows": {n}, "duplicates": {dups}, "wall_s": {wall:.1f}, "peak_rss_mb"
 
 def write_results(path: Path, rows: int) -> None:
     """`rows` distinct (id, 0) records and 1% of them again, in ~1 MB writes."""
+
     def line(i: int) -> bytes:
-        return (b'{"id":"infinity_instruct-%010d","sample":0,"messages":[{"role":"user","content":"q"},'
-                b'{"role":"assistant","content":"a"}],"finish_reason":["stop"]}\n' % i)
+        return (
+            b'{"id":"infinity_instruct-%010d","sample":0,"messages":[{"role":"user","content":"q"},'
+            b'{"role":"assistant","content":"a"}],"finish_reason":["stop"]}\n' % i
+        )
 
     repeat_every = 100
     with open(path, "wb") as f:
@@ -79,7 +82,9 @@ def main() -> None:
     ap.add_argument("after_src")
     ap.add_argument("--rows", type=int, default=10_000_000)
     a = ap.parse_args()
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}"
+    )
     with tempfile.TemporaryDirectory() as d:
         outdir = Path(d)
         write_results(outdir / "results.jsonl", a.rows)
@@ -92,9 +97,11 @@ def main() -> None:
             got[name] = child(src, "dedup", outdir)
             print(f"{name} ({src}): {got[name]}")
     b, f = got["before"], got["after"]
-    print(f"peak RSS after/before: {f['peak_rss_mb'] / b['peak_rss_mb']:.2f}; "
-          f"above the floor: {b['peak_rss_mb'] - floor['peak_rss_mb']:.0f} MB -> {f['peak_rss_mb'] - floor['peak_rss_mb']:.0f} MB; "
-          f"wall after/before: {f['wall_s'] / b['wall_s']:.2f}")
+    print(
+        f"peak RSS after/before: {f['peak_rss_mb'] / b['peak_rss_mb']:.2f}; "
+        f"above the floor: {b['peak_rss_mb'] - floor['peak_rss_mb']:.0f} MB -> {f['peak_rss_mb'] - floor['peak_rss_mb']:.0f} MB; "
+        f"wall after/before: {f['wall_s'] / b['wall_s']:.2f}"
+    )
     sys.exit(0 if b["rows"] == f["rows"] and b["duplicates"] == f["duplicates"] else 1)
 
 

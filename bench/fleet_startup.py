@@ -43,8 +43,14 @@ def one_run(replicas: int, eager: bool, cold: bool, warm_first: bool = True) -> 
             shutil.rmtree(engine_cache_dir("vllm", i), ignore_errors=True)
     state_dir = Path(tempfile.mkdtemp(prefix="fleetgen-bench-"))
     cfg = FleetConfig(
-        replicas=replicas, gpus="none", port_base=free_port_base(replicas, 19000), state_dir=state_dir,
-        enforce_eager=eager, cpu_kv_cache_gb=2, max_running_requests=64, context_length=2048,
+        replicas=replicas,
+        gpus="none",
+        port_base=free_port_base(replicas, 19000),
+        state_dir=state_dir,
+        enforce_eager=eager,
+        cpu_kv_cache_gb=2,
+        max_running_requests=64,
+        context_length=2048,
         warm_first=warm_first,
     )
     peaks: dict[int, float] = {}
@@ -61,9 +67,11 @@ def one_run(replicas: int, eager: bool, cold: bool, warm_first: bool = True) -> 
         down(state_dir, grace_s=10)
         shutil.rmtree(state_dir, ignore_errors=True)
     return {
-        "replicas": replicas, "mode": "eager" if eager else "compiled",
+        "replicas": replicas,
+        "mode": "eager" if eager else "compiled",
         "cache": ("cold" if cold else "warm") + ("" if warm_first or replicas == 1 or eager else ", all at once"),
-        "ready_s": round(ready_s, 1), "peak_mem_mib_per_replica": round(max(peaks.values(), default=0)),
+        "ready_s": round(ready_s, 1),
+        "peak_mem_mib_per_replica": round(max(peaks.values(), default=0)),
     }
 
 

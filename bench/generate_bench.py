@@ -35,7 +35,18 @@ from fleetgen.fleet.engines.base import metric_totals  # noqa: E402
 from fleetgen.generate import GenerateConfig, run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-TOPICS = ["the sea", "a robot", "autumn", "a city at night", "bread", "a violin", "mountains", "a cat", "rain", "trains"]
+TOPICS = [
+    "the sea",
+    "a robot",
+    "autumn",
+    "a city at night",
+    "bread",
+    "a violin",
+    "mountains",
+    "a cat",
+    "rain",
+    "trains",
+]
 
 
 def write_prompts(path: Path, rows: list[dict]) -> Path:
@@ -45,7 +56,10 @@ def write_prompts(path: Path, rows: list[dict]) -> Path:
 
 def short_prompts(n: int) -> list[dict]:
     return [
-        {"id": f"a{i}", "messages": [{"role": "user", "content": f"Write a short paragraph about {TOPICS[i % 10]}. ({i})"}]}
+        {
+            "id": f"a{i}",
+            "messages": [{"role": "user", "content": f"Write a short paragraph about {TOPICS[i % 10]}. ({i})"}],
+        }
         for i in range(n)
     ]
 
@@ -56,10 +70,15 @@ def long_context_prompts(n: int, words: int, rng: random.Random) -> list[dict]:
     rows = []
     for i in range(n):
         doc = " ".join(rng.choice(vocab) for _ in range(words))
-        rows.append({"id": f"c{i}", "messages": [
-            {"role": "system", "content": f"Reference document {i}: {doc}"},
-            {"role": "user", "content": "Summarize the document in one sentence."},
-        ]})
+        rows.append(
+            {
+                "id": f"c{i}",
+                "messages": [
+                    {"role": "system", "content": f"Reference document {i}: {doc}"},
+                    {"role": "user", "content": "Summarize the document in one sentence."},
+                ],
+            }
+        )
     return rows
 
 
@@ -124,17 +143,30 @@ async def bench_a(endpoints: list[str], model: str, window: int, n: int, max_tok
     )
     plain2 = await plain_client(endpoints, model, rows, window, max_tokens)  # bracket fleetgen: drift shows here
     ceiling = (plain["output_tok_s"] + plain2["output_tok_s"]) / 2
-    return {"plain_client": plain, "plain_client_again": plain2, "fleetgen": fg,
-            "ratio_fleetgen_to_plain": round(fg["output_tok_s"] / ceiling, 3)}
+    return {
+        "plain_client": plain,
+        "plain_client_again": plain2,
+        "fleetgen": fg,
+        "ratio_fleetgen_to_plain": round(fg["output_tok_s"] / ceiling, 3),
+    }
 
 
 async def bench_b(n: int, tmp: Path) -> dict:
     base = free_port_base(2, 18300)
     procs = [
         subprocess.Popen(
-            [sys.executable, str(ROOT / "tests/generate/standin_server.py"), "--port", str(base + i),
-             "--delay-per-token", str(delay), "--max-concurrent", "16"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                sys.executable,
+                str(ROOT / "tests/generate/standin_server.py"),
+                "--port",
+                str(base + i),
+                "--delay-per-token",
+                str(delay),
+                "--max-concurrent",
+                "16",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         for i, delay in enumerate((0.01, 0.04))  # replica 1 is 4x slower
     ]
@@ -149,9 +181,12 @@ async def bench_b(n: int, tmp: Path) -> dict:
         for p in procs:
             p.terminate()
             p.wait()
-    return {"replicas": "stand-in servers, 16 slots each, 10 ms vs 40 ms per token",
-            "least_outstanding": lo, "round_robin": rr,
-            "ratio_lo_to_rr": round(lo["output_tok_s"] / rr["output_tok_s"], 3)}
+    return {
+        "replicas": "stand-in servers, 16 slots each, 10 ms vs 40 ms per token",
+        "least_outstanding": lo,
+        "round_robin": rr,
+        "ratio_lo_to_rr": round(lo["output_tok_s"] / rr["output_tok_s"], 3),
+    }
 
 
 async def _wait_up(endpoints: list[str]) -> None:
@@ -175,14 +210,22 @@ async def bench_c(endpoints: list[str], model: str, window: int, n: int, words: 
         prompts = write_prompts(tmp / f"c-{label}.jsonl", rows)
         h0, q0 = await prefix_counters(endpoints)
         res = await fleetgen_run(
-            prompts, endpoints, model, samples=3, max_tokens=16, temperature=0.8, concurrency=window,
+            prompts,
+            endpoints,
+            model,
+            samples=3,
+            max_tokens=16,
+            temperature=0.8,
+            concurrency=window,
             prefix_affinity=affinity,
         )
         h1, q1 = await prefix_counters(endpoints)
         res["prefix_cache_hit_rate"] = round((h1 - h0) / (q1 - q0), 3) if q1 > q0 else None
         res["prefix_cache_hit_tokens"] = int(h1 - h0)
         out[label] = res
-    out["ratio_on_to_off_pairs_per_s"] = round(out["affinity_on"]["pairs_per_s"] / out["affinity_off"]["pairs_per_s"], 3)
+    out["ratio_on_to_off_pairs_per_s"] = round(
+        out["affinity_on"]["pairs_per_s"] / out["affinity_off"]["pairs_per_s"], 3
+    )
     return out
 
 
@@ -197,7 +240,12 @@ async def main_async(args: argparse.Namespace) -> dict:
         fleet = read_state(Path(args.fleet))
         endpoints, model = fleet.endpoints, fleet.served_model_name
         window = args.window or (fleet.max_running_requests or 64)
-        result["fleet"] = {"engine": fleet.engine, "model": model, "replicas": len(endpoints), "window_per_replica": window}
+        result["fleet"] = {
+            "engine": fleet.engine,
+            "model": model,
+            "replicas": len(endpoints),
+            "window_per_replica": window,
+        }
     if "A" in args.parts:
         print("A: fleetgen vs plain saturating client ...", flush=True)
         result["A_fleetgen_vs_plain"] = await bench_a(endpoints, model, window, args.a_prompts, args.a_max_tokens, tmp)

@@ -53,8 +53,11 @@ ANSWER = ("Sure. Here is a careful, step by step answer that a 27B model might g
 
 
 def _prompt(i: int) -> dict:
-    return {"id": f"row-{i:09d}", "messages": [{"role": "user", "content": f"Explain topic number {i} in two sentences."}],
-            "meta": {"source": "bench", "domain": "general"}}
+    return {
+        "id": f"row-{i:09d}",
+        "messages": [{"role": "user", "content": f"Explain topic number {i} in two sentences."}],
+        "meta": {"source": "bench", "domain": "general"},
+    }
 
 
 def write_prompts(path: Path, n: int) -> None:
@@ -76,11 +79,18 @@ def bench_write(outdir: Path, n: int, batch: int, snapshot_at: float = 0.0) -> d
         b = Batch()
         for i in range(start, min(n, start + batch)):
             p = _prompt(i)
-            rec = {"messages": [*p["messages"], {"role": "assistant", "content": ANSWER}], "tools": None, "meta": p["meta"],
-                   "finish_reason": ["stop"], "truncated": False, "usage": {"prompt_tokens": 14, "completion_tokens": 330},
-                   "replica": "http://127.0.0.1:30000", "model": "null",
-                   "sampling": {"max_tokens": 2048, "temperature": 0.7, "top_p": 1.0, "seed": None},
-                   "timing": {"started_at": 1.7e9 + i, "latency_s": 21.5}}
+            rec = {
+                "messages": [*p["messages"], {"role": "assistant", "content": ANSWER}],
+                "tools": None,
+                "meta": p["meta"],
+                "finish_reason": ["stop"],
+                "truncated": False,
+                "usage": {"prompt_tokens": 14, "completion_tokens": 330},
+                "replica": "http://127.0.0.1:30000",
+                "model": "null",
+                "sampling": {"max_tokens": 2048, "temperature": 0.7, "top_p": 1.0, "seed": None},
+                "timing": {"started_at": 1.7e9 + i, "latency_s": 21.5},
+            }
             record(Completed(p["id"], 0, rec, False, 14, 330), b, done, stats)
         journal.commit(b.results, b.errors)
         commits += 1
@@ -92,7 +102,14 @@ def bench_write(outdir: Path, n: int, batch: int, snapshot_at: float = 0.0) -> d
     wall = time.monotonic() - t0
     journal.close()
     size = (outdir / "results.jsonl").stat().st_size
-    return {"rows": n, "wall_s": wall, "rows_per_s": n / wall, "commits": commits, "bytes": size, "bytes_per_row": size / n}
+    return {
+        "rows": n,
+        "wall_s": wall,
+        "rows_per_s": n / wall,
+        "commits": commits,
+        "bytes": size,
+        "bytes_per_row": size / n,
+    }
 
 
 def bench_fence(work: Path, commits: int, batch: int, repeats: int) -> dict:
@@ -125,8 +142,15 @@ def bench_fence(work: Path, commits: int, batch: int, repeats: int) -> dict:
     lease.release()
     shutil.rmtree(work / "fence-check")
     med = {arm: _median(v) for arm, v in per_commit.items()}
-    return {"commits": commits, "batch_rows": batch, "repeats": repeats, "per_commit_us": per_commit,
-            "median_per_commit_us": med, "after_over_before": med["after"] / med["before"], "check_us": check_us}
+    return {
+        "commits": commits,
+        "batch_rows": batch,
+        "repeats": repeats,
+        "per_commit_us": per_commit,
+        "median_per_commit_us": med,
+        "after_over_before": med["after"] / med["before"],
+        "check_us": check_us,
+    }
 
 
 def child_resume(prompts: Path, outdir: Path, endpoint: str, arm: str) -> None:
@@ -143,6 +167,7 @@ def child_resume(prompts: Path, outdir: Path, endpoint: str, arm: str) -> None:
             out = fn(*a, **kw)
             timings[name] = time.monotonic() - t
             return out
+
         return wrapper
 
     real_open = journal_mod.Journal.open.__func__
@@ -163,11 +188,13 @@ def child_resume(prompts: Path, outdir: Path, endpoint: str, arm: str) -> None:
             timings["done_snapshot_used"] = out is not None
             if out is None:
                 from fleetgen.generate.journal import donefile
+
                 timings["done_snapshot_refused"] = donefile.last_refusal
             return out
 
         done_mod._from_snapshot = from_snapshot
     import fleetgen.generate.journal.checkpoint as watermark_mod
+
     if hasattr(watermark_mod, "claimsfile"):  # the sorted claims beside the checkpoint
         real_claims = watermark_mod.claimsfile.load
 
@@ -187,9 +214,21 @@ def child_resume(prompts: Path, outdir: Path, endpoint: str, arm: str) -> None:
     t0, c0 = time.monotonic(), time.process_time()
     stats = generate(cfg, handle_signals=False)
     wall, cpu = time.monotonic() - t0, time.process_time() - c0
-    print(json.dumps({"arm": arm, "wall_s": wall, "cpu_s": cpu, **timings, "resumed": stats.resumed, "ok": stats.ok,
-                      "rss_before_mib": base / 1024, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                      "process_cpu_s": _own_cpu()}))
+    print(
+        json.dumps(
+            {
+                "arm": arm,
+                "wall_s": wall,
+                "cpu_s": cpu,
+                **timings,
+                "resumed": stats.resumed,
+                "ok": stats.ok,
+                "rss_before_mib": base / 1024,
+                "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "process_cpu_s": _own_cpu(),
+            }
+        )
+    )
 
 
 def _own_cpu() -> float:
@@ -212,8 +251,17 @@ def child_stream(prompts: Path) -> None:
         work.finished(item.id)  # what a finished sample does
         n += 1
     wall = time.monotonic() - t0
-    print(json.dumps({"rows": n, "wall_s": wall, "rows_per_s": n / wall, "rss_before_mib": base / 1024,
-                      "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    print(
+        json.dumps(
+            {
+                "rows": n,
+                "wall_s": wall,
+                "rows_per_s": n / wall,
+                "rss_before_mib": base / 1024,
+                "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            }
+        )
+    )
 
 
 def _record_identity(prompts: Path, outdir: Path) -> None:
@@ -222,10 +270,16 @@ def _record_identity(prompts: Path, outdir: Path) -> None:
     from fleetgen.generate.journal.identity import check_identity
     from fleetgen.generate.prompts.reader import fingerprint
 
-    cfg = GenerateConfig(prompts=prompts, output_dir=outdir, endpoints=["http://127.0.0.1:1"], model="null", max_tokens=2048)
+    cfg = GenerateConfig(
+        prompts=prompts, output_dir=outdir, endpoints=["http://127.0.0.1:1"], model="null", max_tokens=2048
+    )
     fp, rows = fingerprint(prompts)
     outdir.mkdir(parents=True)
-    check_identity(outdir, {"prompts": {"sha256": fp, "rows": rows}, "model": "null", "sampling": cfg.sampling.identity()}, force=False)
+    check_identity(
+        outdir,
+        {"prompts": {"sha256": fp, "rows": rows}, "model": "null", "sampling": cfg.sampling.identity()},
+        force=False,
+    )
 
 
 def write_tiny(outdir: Path, rows: int, samples: int) -> None:
@@ -251,14 +305,29 @@ def child_doneset(outdir: Path) -> None:
     journal, done = Journal.open(outdir, retry_errors=False)
     wall, cpu = time.monotonic() - t0, _own_cpu() - c0
     journal.close()
-    print(json.dumps({"rows": len(done), "wall_s": wall, "cpu_s": cpu, "table_mib": done.nbytes / 2**20,
-                      "rss_before_mib": base / 1024, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    print(
+        json.dumps(
+            {
+                "rows": len(done),
+                "wall_s": wall,
+                "cpu_s": cpu,
+                "table_mib": done.nbytes / 2**20,
+                "rss_before_mib": base / 1024,
+                "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            }
+        )
+    )
 
 
 def _child(*args: str, src: Path | None = None) -> dict:
     t0 = time.monotonic()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(src) if src else "", os.environ.get("PYTHONPATH", "")) if p)}
-    out = subprocess.run([sys.executable, __file__, "--child", *args], check=True, capture_output=True, text=True, env=env)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(src) if src else "", os.environ.get("PYTHONPATH", "")) if p),
+    }
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", *args], check=True, capture_output=True, text=True, env=env
+    )
     return {**json.loads(out.stdout.strip().splitlines()[-1]), "process_s": time.monotonic() - t0}
 
 
@@ -266,6 +335,7 @@ def _cut_back(ckpt: Path, rows: int, past: int) -> tuple[bytes, int]:
     """The checkpoint's bytes up to its last frame that leaves at least `past` rows after its watermark
     (0: the frame before the last), and that frame's watermark line; back to the header if none."""
     from fleetgen.generate.journal import checkpoint as wm
+
     data = ckpt.read_bytes()
     pos, starts, lines = len(wm._MAGIC) + 32, [], []
     while pos < len(data):
@@ -286,8 +356,12 @@ def _median(values: list[float]) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--child", choices=["resume", "stream", "doneset"])
-    ap.add_argument("--before-src", type=Path, help="source tree of the code to compare against (e.g. an older commit's src/)")
-    ap.add_argument("--doneset-rows", type=int, default=0, help="also measure Journal.open over this many minimal rows (peak RSS)")
+    ap.add_argument(
+        "--before-src", type=Path, help="source tree of the code to compare against (e.g. an older commit's src/)"
+    )
+    ap.add_argument(
+        "--doneset-rows", type=int, default=0, help="also measure Journal.open over this many minimal rows (peak RSS)"
+    )
     ap.add_argument("--samples", type=int, default=1)
     ap.add_argument("--prompts", type=Path)
     ap.add_argument("--outdir", type=Path)
@@ -295,20 +369,45 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=2, help="resume runs per arm, alternating")
     ap.add_argument("--arm", choices=["before", "before-cut", "after", "cut", "mark"], default="after")
-    ap.add_argument("--cut-rows", type=int, default=0,
-                    help="cut arms: the checkpoint goes back to the last frame leaving at least this many rows past its "
-                         "watermark (0: the frame before the last)")
-    ap.add_argument("--arms", default="before,before-cut,after,cut,mark",
-                    help="arms to run, in this order each repeat (before* need --before-src; a cut arm needs a full pass before it)")
-    ap.add_argument("--snapshot-at", type=float, default=0.98,
-                    help="fraction of the write after which the done-set snapshot the cut arm restores is taken")
+    ap.add_argument(
+        "--cut-rows",
+        type=int,
+        default=0,
+        help="cut arms: the checkpoint goes back to the last frame leaving at least this many rows past its "
+        "watermark (0: the frame before the last)",
+    )
+    ap.add_argument(
+        "--arms",
+        default="before,before-cut,after,cut,mark",
+        help="arms to run, in this order each repeat (before* need --before-src; a cut arm needs a full pass before it)",
+    )
+    ap.add_argument(
+        "--snapshot-at",
+        type=float,
+        default=0.98,
+        help="fraction of the write after which the done-set snapshot the cut arm restores is taken",
+    )
     ap.add_argument("--batch", type=int, default=512)
     ap.add_argument("--stream-rows", type=int, default=10_000_000)
-    ap.add_argument("--fence-commits", type=int, default=0, help="also measure the lease's fence check over this many commits per arm")
-    ap.add_argument("--fence-batch", type=int, default=1, help="rows per commit in the fence measurement (1: the check's worst share)")
+    ap.add_argument(
+        "--fence-commits",
+        type=int,
+        default=0,
+        help="also measure the lease's fence check over this many commits per arm",
+    )
+    ap.add_argument(
+        "--fence-batch",
+        type=int,
+        default=1,
+        help="rows per commit in the fence measurement (1: the check's worst share)",
+    )
     ap.add_argument("--workdir", type=Path, default=Path("/tmp"))
-    ap.add_argument("--keep", type=Path, help="write the rows into this directory and keep it; a later run with the same "
-                    "--keep and --rows skips the write (the 10M write takes 8-14 min) and runs the arms on it")
+    ap.add_argument(
+        "--keep",
+        type=Path,
+        help="write the rows into this directory and keep it; a later run with the same "
+        "--keep and --rows skips the write (the 10M write takes 8-14 min) and runs the arms on it",
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/journal_bench.json")
     args = ap.parse_args()
     if args.child == "resume":
@@ -340,8 +439,11 @@ def main() -> None:
                 if args.keep:
                     written.write_text(json.dumps(report["write"]))
             w = report["write"]
-            print(f"write {w['rows']:,} rows: {w['wall_s']:.1f} s, {w['rows_per_s']:,.0f} rows/s, {w['commits']} fsynced commits, "
-                  f"{w['bytes_per_row']:.0f} B/row", flush=True)
+            print(
+                f"write {w['rows']:,} rows: {w['wall_s']:.1f} s, {w['rows_per_s']:,.0f} rows/s, {w['commits']} fsynced commits, "
+                f"{w['bytes_per_row']:.0f} B/row",
+                flush=True,
+            )
             arms = [a for a in args.arms.split(",") if not a.startswith("before") or args.before_src]
             runs: dict[str, list[dict]] = {arm: [] for arm in arms}
             ckpt, cut_ckpt = outdir / "resume.ckpt", None
@@ -355,46 +457,86 @@ def main() -> None:
                     if arm in ("cut", "before-cut"):
                         if cut_ckpt is None:  # the checkpoint the first full pass wrote, less its last frame
                             full = work / "resume.ckpt.full"  # kept by an earlier run's "after" arm (--keep)
-                            cut_ckpt, cut_line = _cut_back(full if full.exists() and "after" not in runs else ckpt, args.rows, args.cut_rows)
-                            report["cut_checkpoint"] = {"watermark_line": cut_line, "rows_past_it": args.rows - cut_line + 1}
+                            cut_ckpt, cut_line = _cut_back(
+                                full if full.exists() and "after" not in runs else ckpt, args.rows, args.cut_rows
+                            )
+                            report["cut_checkpoint"] = {
+                                "watermark_line": cut_line,
+                                "rows_past_it": args.rows - cut_line + 1,
+                            }
                         ckpt.write_bytes(cut_ckpt)
                         early = work / "results.done.early"  # a killed run: its last snapshot predates the end
                         if early.exists():
                             shutil.copy(early, outdir / "results.done")
-                    r = _child("resume", "--arm", arm, "--prompts", str(prompts), "--outdir", str(outdir),
-                               "--endpoint", f"http://127.0.0.1:{port}", src=args.before_src if arm.startswith("before") else None)
+                    r = _child(
+                        "resume",
+                        "--arm",
+                        arm,
+                        "--prompts",
+                        str(prompts),
+                        "--outdir",
+                        str(outdir),
+                        "--endpoint",
+                        f"http://127.0.0.1:{port}",
+                        src=args.before_src if arm.startswith("before") else None,
+                    )
                     assert r["resumed"] == args.rows and r["ok"] == 0, r
                     if arm == "after" and args.keep:
                         shutil.copy(ckpt, work / "resume.ckpt.full")
                     runs[arm].append(r)
-                    print(f"resume {args.rows:,} rows, {arm}: {r['wall_s']:.2f} s wall, {r['cpu_s']:.2f} s CPU "
-                          f"(fingerprint {r['fingerprint_s']:.2f} s, Journal.open {r.get('journal_open_s', 0.0):.2f} s, "
-                          f"snapshots used: done set {r.get('done_snapshot_used', '-')} {r.get('done_snapshot_refused', '')}, "
-                          f"claims {r.get('claims_snapshot_used', '-')}), "
-                          f"process {r['process_s']:.2f} s wall / {r['process_cpu_s']:.2f} s CPU, peak RSS {r['peak_rss_mib']:.0f} MiB", flush=True)
-            keys = ("wall_s", "cpu_s", "fingerprint_s", "journal_open_s", "checkpoint_open_s", "snapshot_save_s", "process_s",
-                    "process_cpu_s", "peak_rss_mib")
+                    print(
+                        f"resume {args.rows:,} rows, {arm}: {r['wall_s']:.2f} s wall, {r['cpu_s']:.2f} s CPU "
+                        f"(fingerprint {r['fingerprint_s']:.2f} s, Journal.open {r.get('journal_open_s', 0.0):.2f} s, "
+                        f"snapshots used: done set {r.get('done_snapshot_used', '-')} {r.get('done_snapshot_refused', '')}, "
+                        f"claims {r.get('claims_snapshot_used', '-')}), "
+                        f"process {r['process_s']:.2f} s wall / {r['process_cpu_s']:.2f} s CPU, peak RSS {r['peak_rss_mib']:.0f} MiB",
+                        flush=True,
+                    )
+            keys = (
+                "wall_s",
+                "cpu_s",
+                "fingerprint_s",
+                "journal_open_s",
+                "checkpoint_open_s",
+                "snapshot_save_s",
+                "process_s",
+                "process_cpu_s",
+                "peak_rss_mib",
+            )
             medians = {arm: {k: _median([r.get(k, 0.0) for r in rs]) for k in keys} for arm, rs in runs.items()}
             spread = {arm: [min(r["wall_s"] for r in rs), max(r["wall_s"] for r in rs)] for arm, rs in runs.items()}
             # Each arm against the code before doing the same: before-cut for cut, before for the rest.
-            ratios = ({arm: medians["before-cut" if arm == "cut" and "before-cut" in medians else "before"]["wall_s"] / m["wall_s"]
-                       for arm, m in medians.items() if not arm.startswith("before")}
-                      if args.before_src and "before" in medians else None)
+            ratios = (
+                {
+                    arm: medians["before-cut" if arm == "cut" and "before-cut" in medians else "before"]["wall_s"]
+                    / m["wall_s"]
+                    for arm, m in medians.items()
+                    if not arm.startswith("before")
+                }
+                if args.before_src and "before" in medians
+                else None
+            )
             report["resume"] = {"runs": runs, "medians": medians, "wall_range": spread, "before_over_arm_wall": ratios}
             for arm, m in medians.items():
-                print(f"resume median, {arm}: {m['wall_s']:.2f} s wall (range {spread[arm][0]:.2f}-{spread[arm][1]:.2f}), "
-                      f"{m['cpu_s']:.2f} s CPU; fingerprint {m['fingerprint_s']:.2f}, Journal.open {m['journal_open_s']:.2f}, "
-                      f"checkpoint {m['checkpoint_open_s']:.2f}, snapshot save {m['snapshot_save_s']:.2f}; process {m['process_s']:.2f} s"
-                      + (f"; before / {arm} = {ratios[arm]:.2f}" if ratios and arm in ratios else ""), flush=True)
+                print(
+                    f"resume median, {arm}: {m['wall_s']:.2f} s wall (range {spread[arm][0]:.2f}-{spread[arm][1]:.2f}), "
+                    f"{m['cpu_s']:.2f} s CPU; fingerprint {m['fingerprint_s']:.2f}, Journal.open {m['journal_open_s']:.2f}, "
+                    f"checkpoint {m['checkpoint_open_s']:.2f}, snapshot save {m['snapshot_save_s']:.2f}; process {m['process_s']:.2f} s"
+                    + (f"; before / {arm} = {ratios[arm]:.2f}" if ratios and arm in ratios else ""),
+                    flush=True,
+                )
             if not args.keep:
                 shutil.rmtree(work / "out")
                 prompts.unlink()
         if args.fence_commits:
             report["fence"] = f = bench_fence(work, args.fence_commits, args.fence_batch, args.repeats)
             m = f["median_per_commit_us"]
-            print(f"fence: {f['commits']} commits of {f['batch_rows']} row(s), median per commit: before {m['before']:.1f} us, "
-                  f"after {m['after']:.1f} us, after / before = {f['after_over_before']:.3f}; the check alone "
-                  f"{f['check_us']:.2f} us", flush=True)
+            print(
+                f"fence: {f['commits']} commits of {f['batch_rows']} row(s), median per commit: before {m['before']:.1f} us, "
+                f"after {m['after']:.1f} us, after / before = {f['after_over_before']:.3f}; the check alone "
+                f"{f['check_us']:.2f} us",
+                flush=True,
+            )
         if args.doneset_rows:
             tiny = work / "tiny"
             t0 = time.monotonic()
@@ -402,18 +544,28 @@ def main() -> None:
             made = time.monotonic() - t0
             report["doneset"] = d = _child("doneset", "--outdir", str(tiny))
             assert d["rows"] == args.doneset_rows, d
-            print(f"Journal.open of {d['rows']:,} rows ({args.samples} a prompt; written in {made:.0f} s): "
-                  f"{d['wall_s']:.1f} s wall, {d['cpu_s']:.1f} s CPU, table {d['table_mib']:.0f} MiB, "
-                  f"peak RSS {d['peak_rss_mib']:.0f} MiB (before: {d['rss_before_mib']:.0f} MiB)", flush=True)
+            print(
+                f"Journal.open of {d['rows']:,} rows ({args.samples} a prompt; written in {made:.0f} s): "
+                f"{d['wall_s']:.1f} s wall, {d['cpu_s']:.1f} s CPU, table {d['table_mib']:.0f} MiB, "
+                f"peak RSS {d['peak_rss_mib']:.0f} MiB (before: {d['rss_before_mib']:.0f} MiB)",
+                flush=True,
+            )
             shutil.rmtree(tiny)
         if args.stream_rows:
             prompts = work / "stream.jsonl"
             t0 = time.monotonic()
             write_prompts(prompts, args.stream_rows)
-            report["stream_file"] = {"rows": args.stream_rows, "bytes": prompts.stat().st_size, "write_s": time.monotonic() - t0}
+            report["stream_file"] = {
+                "rows": args.stream_rows,
+                "bytes": prompts.stat().st_size,
+                "write_s": time.monotonic() - t0,
+            }
             report["stream"] = st = _child("stream", "--prompts", str(prompts))
-            print(f"stream {st['rows']:,} prompts ({report['stream_file']['bytes'] / 1e9:.2f} GB): {st['wall_s']:.0f} s, "
-                  f"{st['rows_per_s']:,.0f} rows/s, peak RSS {st['peak_rss_mib']:.0f} MiB", flush=True)
+            print(
+                f"stream {st['rows']:,} prompts ({report['stream_file']['bytes'] / 1e9:.2f} GB): {st['wall_s']:.0f} s, "
+                f"{st['rows_per_s']:,.0f} rows/s, peak RSS {st['peak_rss_mib']:.0f} MiB",
+                flush=True,
+            )
     finally:
         server.kill()
         server.wait()

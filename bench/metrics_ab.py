@@ -37,9 +37,18 @@ def child(mode: str, endpoints: list[str], rows: int, scrape_every_s: float) -> 
         prompts = Path(d) / "p.jsonl"
         with open(prompts, "wb") as f:
             for i in range(rows):
-                f.write(orjson.dumps({"id": f"p{i}", "messages": [{"role": "user", "content": f"Name one color. ({i})"}]}) + b"\n")
-        cfg = GenerateConfig(prompts=prompts, output_dir=Path(d) / "out", endpoints=endpoints, model="null",
-                             max_tokens=16, concurrency=64)
+                f.write(
+                    orjson.dumps({"id": f"p{i}", "messages": [{"role": "user", "content": f"Name one color. ({i})"}]})
+                    + b"\n"
+                )
+        cfg = GenerateConfig(
+            prompts=prompts,
+            output_dir=Path(d) / "out",
+            endpoints=endpoints,
+            model="null",
+            max_tokens=16,
+            concurrency=64,
+        )
         cpu0 = time.process_time()
         if mode == "off":
             stats = generate(cfg, handle_signals=False)
@@ -74,16 +83,35 @@ def main() -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             ports.append(s.getsockname()[1])
-    server = subprocess.Popen(["taskset", "-c", "1", sys.executable, str(ROOT / "bench/null_server.py"), "--ports", *map(str, ports)])
+    server = subprocess.Popen(
+        ["taskset", "-c", "1", sys.executable, str(ROOT / "bench/null_server.py"), "--ports", *map(str, ports)]
+    )
     runs: dict[str, list[float]] = {m: [] for m in MODES}
     try:
         time.sleep(2)
         endpoints = [f"http://127.0.0.1:{p}" for p in ports]
         for i in range(args.repeats):
             for mode in MODES if i % 2 == 0 else MODES[::-1]:
-                out = subprocess.run(["taskset", "-c", "0", sys.executable, __file__, "--child", mode, "--rows", str(args.rows),
-                                      "--scrape-every", str(args.scrape_every), "--endpoints", *endpoints],
-                                     check=True, capture_output=True, text=True).stdout
+                out = subprocess.run(
+                    [
+                        "taskset",
+                        "-c",
+                        "0",
+                        sys.executable,
+                        __file__,
+                        "--child",
+                        mode,
+                        "--rows",
+                        str(args.rows),
+                        "--scrape-every",
+                        str(args.scrape_every),
+                        "--endpoints",
+                        *endpoints,
+                    ],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                ).stdout
                 runs[mode].append(json.loads(out.strip().splitlines()[-1])["cpu_us_per_req"])
                 print(f"repeat {i + 1} {mode}: {runs[mode][-1]:.1f} us CPU per request", file=sys.stderr)
     finally:

@@ -27,12 +27,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--replicas", type=int, default=8)
     ap.add_argument("--scrapes", type=int, default=300)
-    ap.add_argument("--req-per-s", type=float, default=2786.0, help="the client's ceiling (BENCHMARKS.md) for the per-request share")
+    ap.add_argument(
+        "--req-per-s", type=float, default=2786.0, help="the client's ceiling (BENCHMARKS.md) for the per-request share"
+    )
     ap.add_argument("--interval-s", type=float, default=15.0, help="Prometheus scrape interval")
     args = ap.parse_args()
 
     stats = Stats(total=579_000, ok=123_456, errors=12, completion_tokens=98_765_432)
-    stats.replicas = [ReplicaStats(index=i, endpoint=f"http://127.0.0.1:{30000 + i}", window=72) for i in range(args.replicas)]
+    stats.replicas = [
+        ReplicaStats(index=i, endpoint=f"http://127.0.0.1:{30000 + i}", window=72) for i in range(args.replicas)
+    ]
     for r in stats.replicas:
         for v in (0.3, 2.0, 17.0, 45.0):
             r.latency.observe(v)
@@ -53,8 +57,10 @@ def main() -> None:
     per_req_scrape_us = 1000 * render_ms / (args.interval_s * args.req_per_s)
     out = {
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
-        "replicas": args.replicas, "page_bytes": len(body),
-        "scrape_cpu_ms": round(render_ms, 3), "scrape_http_wall_ms": round(http_ms, 3),
+        "replicas": args.replicas,
+        "page_bytes": len(body),
+        "scrape_cpu_ms": round(render_ms, 3),
+        "scrape_http_wall_ms": round(http_ms, 3),
         "observe_ns": round(observe_ns - empty_ns, 1),
         "scrape_share_per_request_us": round(per_req_scrape_us, 4),
         "assumed": {"req_per_s": args.req_per_s, "interval_s": args.interval_s},

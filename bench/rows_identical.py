@@ -35,8 +35,10 @@ from pathlib import Path
 import orjson
 
 HERE = Path(__file__).resolve().parent
-TOOL = {"type": "function", "function": {"name": "get_weather",
-                                         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+TOOL = {
+    "type": "function",
+    "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}},
+}
 CHILD = """
 import json, sys
 from pathlib import Path
@@ -58,29 +60,59 @@ def _row(i: int) -> dict:
     if kind == 0:
         return {"id": f"p{i}", "messages": [{"role": "user", "content": f"color {i}"}]}
     if kind == 1:
-        return {"id": f"p{i}", "messages": [
-            {"role": "system", "content": "be brief"}, {"role": "user", "content": f"q {i}"},
-            {"role": "assistant", "content": "a"}, {"role": "user", "content": "again"}]}
+        return {
+            "id": f"p{i}",
+            "messages": [
+                {"role": "system", "content": "be brief"},
+                {"role": "user", "content": f"q {i}"},
+                {"role": "assistant", "content": "a"},
+                {"role": "user", "content": "again"},
+            ],
+        }
     if kind == 2:
         call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}
-        return {"id": f"p{i}", "tools": [TOOL], "messages": [
-            {"role": "user", "content": f"weather {i}"}, {"role": "assistant", "content": "", "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": "c1", "content": "sunny"}, {"role": "assistant", "content": "It is sunny."}]}
+        return {
+            "id": f"p{i}",
+            "tools": [TOOL],
+            "messages": [
+                {"role": "user", "content": f"weather {i}"},
+                {"role": "assistant", "content": "", "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+                {"role": "assistant", "content": "It is sunny."},
+            ],
+        }
     if kind in (4, 5):
         city = "Paris" if kind == 4 else "Rome"
-        call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": f'{{"city":"{city}"}}'}}
-        row = {"id": f"p{i}", "messages": [
-            {"role": "user", "content": f"weather {i}"}, {"role": "assistant", "content": "", "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": "c1", "content": "sunny"}, {"role": "assistant", "content": "It is sunny."}]}
+        call = {
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": f'{{"city":"{city}"}}'},
+        }
+        row = {
+            "id": f"p{i}",
+            "messages": [
+                {"role": "user", "content": f"weather {i}"},
+                {"role": "assistant", "content": "", "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+                {"role": "assistant", "content": "It is sunny."},
+            ],
+        }
         return row if kind == 4 else {**row, "tools": [TOOL]}
-    return {"id": f"p{i}", "messages": [{"role": "user", "content": f"x {i}"}, {"role": "assistant", "content": "y"}],
-            "meta": {"domain": "chat"}}
+    return {
+        "id": f"p{i}",
+        "messages": [{"role": "user", "content": f"x {i}"}, {"role": "assistant", "content": "y"}],
+        "meta": {"domain": "chat"},
+    }
 
 
 def _rows(src: str, prompts: Path, out: Path, job: dict, ignore: list[str] = ()) -> list[bytes]:
     """The results of one tree's run, without the fields that differ between any two runs."""
-    run = subprocess.run([sys.executable, "-c", CHILD, str(prompts), str(out), json.dumps(job)],
-                         env={**os.environ, "PYTHONPATH": src}, capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, "-c", CHILD, str(prompts), str(out), json.dumps(job)],
+        env={**os.environ, "PYTHONPATH": src},
+        capture_output=True,
+        text=True,
+    )
     if run.returncode:
         raise SystemExit(run.stderr[-2000:])
     rows = [orjson.loads(line) for line in open(out / "results.jsonl", "rb")]
@@ -119,7 +151,9 @@ def main() -> None:
     endpoints = args.endpoint
     if not endpoints:
         ports = [_free_port() for _ in range(4)]
-        server = subprocess.Popen([sys.executable, str(HERE / "null_server.py"), "--tool-call", "--ports", *map(str, ports)])
+        server = subprocess.Popen(
+            [sys.executable, str(HERE / "null_server.py"), "--tool-call", "--ports", *map(str, ports)]
+        )
         endpoints = [f"http://127.0.0.1:{p}" for p in ports]
     try:
         for _ in range(100):
@@ -128,9 +162,18 @@ def main() -> None:
                 break
             except OSError:
                 time.sleep(0.1)
-        model = "null" if server else json.loads(urllib.request.urlopen(endpoints[0] + "/v1/models").read())["data"][0]["id"]
-        job = {"endpoints": endpoints, "model": model, "max_tokens": args.max_tokens, "concurrency": args.concurrency,
-               "profiles": args.profiles}
+        model = (
+            "null"
+            if server
+            else json.loads(urllib.request.urlopen(endpoints[0] + "/v1/models").read())["data"][0]["id"]
+        )
+        job = {
+            "endpoints": endpoints,
+            "model": model,
+            "max_tokens": args.max_tokens,
+            "concurrency": args.concurrency,
+            "profiles": args.profiles,
+        }
         with tempfile.TemporaryDirectory() as d:
             prompts = Path(d) / "prompts.jsonl"
             prompts.write_bytes(b"".join(orjson.dumps(_row(i)) + b"\n" for i in range(args.rows)))
@@ -141,10 +184,14 @@ def main() -> None:
             server.kill()
             server.wait()
     ignore = args.ignore
-    cuts = {r: sum(f'"reason":"{r}"'.encode() in row for row in a) for r in ("answered_without_call", "other_arguments")}
+    cuts = {
+        r: sum(f'"reason":"{r}"'.encode() in row for row in a) for r in ("answered_without_call", "other_arguments")
+    }
     kept = sum(b'"role":"tool"' in row for row in a)
     left_out = "".join(f", {p}" for p in ignore)
-    print(f"identical but timing and replica{left_out}: {a == b} ({len(a)} rows, {kept} with a kept tool result, cuts {cuts})")
+    print(
+        f"identical but timing and replica{left_out}: {a == b} ({len(a)} rows, {kept} with a kept tool result, cuts {cuts})"
+    )
     if a != b:
         diff = [(x, y) for x, y in zip(a, b) if x != y]
         print(f"{len(diff)} rows differ; first:\n  base:   {diff[0][0][:600]!r}\n  branch: {diff[0][1][:600]!r}")

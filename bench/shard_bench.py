@@ -59,28 +59,64 @@ def child(prompts: Path, outdir: Path, endpoints: list[str], window: int, shard:
 
     from fleetgen.generate import GenerateConfig, generate
 
-    cfg = GenerateConfig(prompts=prompts, output_dir=outdir, endpoints=endpoints, model="null", max_tokens=_max_tokens(),
-                         concurrency=window, shard=shard, replica_slice=shard, event_loop=event_loop)
+    cfg = GenerateConfig(
+        prompts=prompts,
+        output_dir=outdir,
+        endpoints=endpoints,
+        model="null",
+        max_tokens=_max_tokens(),
+        concurrency=window,
+        shard=shard,
+        replica_slice=shard,
+        event_loop=event_loop,
+    )
     t0, c0 = time.monotonic(), time.process_time()
     stats = generate(cfg, handle_signals=False)
     wall, cpu_in = time.monotonic() - t0, time.process_time() - c0
     r = resource.getrusage(resource.RUSAGE_SELF)
-    print(json.dumps({"shard": shard, "ok": stats.ok, "generate_s": wall, "cpu_s": r.ru_utime + r.ru_stime,
-                      "cpu_in_generate_s": cpu_in}))
+    print(
+        json.dumps(
+            {
+                "shard": shard,
+                "ok": stats.ok,
+                "generate_s": wall,
+                "cpu_s": r.ru_utime + r.ru_stime,
+                "cpu_in_generate_s": cpu_in,
+            }
+        )
+    )
 
 
 def _exactly_once(outdir: Path, rows: int) -> None:
-    keys = Counter((r["id"], r["sample"]) for f in outdir.glob("results*.jsonl") for r in map(orjson.loads, f.read_bytes().splitlines()))
+    keys = Counter(
+        (r["id"], r["sample"])
+        for f in outdir.glob("results*.jsonl")
+        for r in map(orjson.loads, f.read_bytes().splitlines())
+    )
     assert len(keys) == rows and max(keys.values()) == 1, "not exactly once"
 
 
 def run_arm(n: int, prompts: Path, outdir: Path, endpoints: list[str], window: int, event_loop: str) -> dict:
     shutil.rmtree(outdir, ignore_errors=True)
-    base = [sys.executable, __file__, "--child", "--prompts", str(prompts), "--outdir", str(outdir), "--window", str(window),
-            "--event-loop", event_loop, *[x for e in endpoints for x in ("--endpoint", e)]]
+    base = [
+        sys.executable,
+        __file__,
+        "--child",
+        "--prompts",
+        str(prompts),
+        "--outdir",
+        str(outdir),
+        "--window",
+        str(window),
+        "--event-loop",
+        event_loop,
+        *[x for e in endpoints for x in ("--endpoint", e)],
+    ]
     t0 = time.monotonic()
-    procs = [subprocess.Popen([*base, *(["--shard", f"{i}/{n}"] if n > 1 else [])], stdout=subprocess.PIPE, text=True)
-             for i in range(n)]
+    procs = [
+        subprocess.Popen([*base, *(["--shard", f"{i}/{n}"] if n > 1 else [])], stdout=subprocess.PIPE, text=True)
+        for i in range(n)
+    ]
     outs = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in procs]
     wall = time.monotonic() - t0
     assert all(p.returncode == 0 for p in procs)
@@ -88,10 +124,19 @@ def run_arm(n: int, prompts: Path, outdir: Path, endpoints: list[str], window: i
     _exactly_once(outdir, rows)
     cpu = sum(o["cpu_s"] for o in outs)
     cpu_in = sum(o["cpu_in_generate_s"] for o in outs)
-    return {"arm": str(n), "processes": n, "rows": rows, "wall_s": wall, "rows_per_s": rows / wall,
-            "cpu_us_per_request_in_generate": 1e6 * cpu_in / rows,
-            "generate_s": max(o["generate_s"] for o in outs), "rows_per_s_in_generate": rows / max(o["generate_s"] for o in outs),
-            "cpu_s": cpu, "cpu_us_per_request": 1e6 * cpu / rows, "per_process": outs}
+    return {
+        "arm": str(n),
+        "processes": n,
+        "rows": rows,
+        "wall_s": wall,
+        "rows_per_s": rows / wall,
+        "cpu_us_per_request_in_generate": 1e6 * cpu_in / rows,
+        "generate_s": max(o["generate_s"] for o in outs),
+        "rows_per_s_in_generate": rows / max(o["generate_s"] for o in outs),
+        "cpu_s": cpu,
+        "cpu_us_per_request": 1e6 * cpu / rows,
+        "per_process": outs,
+    }
 
 
 def _cpu_of(procs: dict[int, psutil.Process]) -> dict[int, float]:
@@ -105,13 +150,24 @@ def _cpu_of(procs: dict[int, psutil.Process]) -> dict[int, float]:
     return out
 
 
-def run_ray_arm(n: int, prompts: Path, outdir: Path, endpoints: list[str], window: int, event_loop: str, server_pid: int) -> dict:
+def run_ray_arm(
+    n: int, prompts: Path, outdir: Path, endpoints: list[str], window: int, event_loop: str, server_pid: int
+) -> dict:
     """`run_shards` with the Ray runner: n shard tasks on the local Ray instance."""
     from fleetgen.generate import GenerateConfig, run_shards
 
     shutil.rmtree(outdir, ignore_errors=True)
-    cfg = GenerateConfig(prompts=prompts, output_dir=outdir, endpoints=endpoints, model="null", max_tokens=_max_tokens(),
-                         concurrency=window, shards=n, shard_runner="ray", event_loop=event_loop)
+    cfg = GenerateConfig(
+        prompts=prompts,
+        output_dir=outdir,
+        endpoints=endpoints,
+        model="null",
+        max_tokens=_max_tokens(),
+        concurrency=window,
+        shards=n,
+        shard_runner="ray",
+        event_loop=event_loop,
+    )
     procs = {p.pid: p for p in psutil.Process().children(recursive=True) if p.pid != server_pid}
     before, me0 = _cpu_of(procs), time.process_time()
     t0 = time.monotonic()
@@ -127,11 +183,23 @@ def run_ray_arm(n: int, prompts: Path, outdir: Path, endpoints: list[str], windo
     shard_cpu = sum(delta.get(pid, 0.0) for pid in workers) + driver
     daemons = sum(v for pid, v in delta.items() if pid not in workers)
     gen_s = max(o.stats["wall_s"] for o in run.outcomes)
-    return {"arm": f"ray-{n}", "processes": n, "rows": rows, "wall_s": wall, "rows_per_s": rows / wall,
-            "generate_s": gen_s, "rows_per_s_in_generate": rows / gen_s, "cpu_s": shard_cpu,
-            "cpu_us_per_request": 1e6 * shard_cpu / rows, "cpu_us_per_request_in_generate": None,
-            "ray_daemons_cpu_s": daemons, "ray_daemons_cpu_us_per_request": 1e6 * daemons / rows,
-            "per_shard": [{"where": o.where, "ok": o.stats["rows"]["ok"], "wall_s": o.stats["wall_s"]} for o in run.outcomes]}
+    return {
+        "arm": f"ray-{n}",
+        "processes": n,
+        "rows": rows,
+        "wall_s": wall,
+        "rows_per_s": rows / wall,
+        "generate_s": gen_s,
+        "rows_per_s_in_generate": rows / gen_s,
+        "cpu_s": shard_cpu,
+        "cpu_us_per_request": 1e6 * shard_cpu / rows,
+        "cpu_us_per_request_in_generate": None,
+        "ray_daemons_cpu_s": daemons,
+        "ray_daemons_cpu_us_per_request": 1e6 * daemons / rows,
+        "per_shard": [
+            {"where": o.where, "ok": o.stats["rows"]["ok"], "wall_s": o.stats["wall_s"]} for o in run.outcomes
+        ],
+    }
 
 
 def choice_cost(sizes: tuple[int, ...] = (16, 156, 1000, 10000), window: int = 72) -> dict[str, float]:
@@ -171,9 +239,14 @@ def main() -> None:
     ap.add_argument("--event-loop", default="asyncio", choices=["asyncio", "uvloop"])
     ap.add_argument("--no-ray", action="store_true", help="leave out the Ray arms")
     ap.add_argument("--answer-tokens", type=int, default=0, help="null server's answer length in words (0: 'Blue.')")
-    ap.add_argument("--prompt-tokens", type=int, default=12, help="prompt ids the null server returns with --answer-tokens")
-    ap.add_argument("--choice-only", action="store_true",
-                    help="only measure the dispatcher's choice among 16..10,000 replicas; add it to --out")
+    ap.add_argument(
+        "--prompt-tokens", type=int, default=12, help="prompt ids the null server returns with --answer-tokens"
+    )
+    ap.add_argument(
+        "--choice-only",
+        action="store_true",
+        help="only measure the dispatcher's choice among 16..10,000 replicas; add it to --out",
+    )
     ap.add_argument("--rows", type=int, default=20_000)
     ap.add_argument("--replicas", type=int, default=8)
     ap.add_argument("--shards", type=int, default=2)
@@ -191,8 +264,18 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="fleetgen-shard-bench-"))
     ports = [_free_port() for _ in range(args.replicas)]
-    server = subprocess.Popen([sys.executable, str(ROOT / "bench/null_server.py"), "--ports", *map(str, ports),
-                               "--answer-tokens", str(args.answer_tokens), "--prompt-tokens", str(args.prompt_tokens)])
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "bench/null_server.py"),
+            "--ports",
+            *map(str, ports),
+            "--answer-tokens",
+            str(args.answer_tokens),
+            "--prompt-tokens",
+            str(args.prompt_tokens),
+        ]
+    )
     os.environ["SHARD_BENCH_MAX_TOKENS"] = str(max(16, args.answer_tokens))  # children and Ray tasks read it
     try:
         for _ in range(100):
@@ -204,7 +287,10 @@ def main() -> None:
         prompts = work / "p.jsonl"
         with open(prompts, "wb") as f:
             for i in range(args.rows):
-                f.write(orjson.dumps({"id": f"p{i}", "messages": [{"role": "user", "content": f"Name one color. ({i})"}]}) + b"\n")
+                f.write(
+                    orjson.dumps({"id": f"p{i}", "messages": [{"role": "user", "content": f"Name one color. ({i})"}]})
+                    + b"\n"
+                )
         endpoints = [f"http://127.0.0.1:{p}" for p in ports]
         runs: dict[str, list[dict]] = {"1": [], str(args.shards): []}
         if not args.no_ray:
@@ -212,8 +298,14 @@ def main() -> None:
 
             # Ray's OOM killer judges the whole machine, which others share here; the instance is ours and stops below.
             os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")
-            ray.init(num_cpus=args.shards, include_dashboard=False, object_store_memory=100 * 2**20, namespace="fleetgen",
-                     log_to_driver=False, logging_level="WARNING")
+            ray.init(
+                num_cpus=args.shards,
+                include_dashboard=False,
+                object_store_memory=100 * 2**20,
+                namespace="fleetgen",
+                log_to_driver=False,
+                logging_level="WARNING",
+            )
             runs.update({"ray-1": [], f"ray-{args.shards}": []})
             # Warm the workers once (imports, first connections): Ray reuses them, so every timed Ray arm finds them warm.
             warm = work / "warm.jsonl"
@@ -222,20 +314,34 @@ def main() -> None:
         for _ in range(args.repeats):
             for arm in runs:
                 if arm.startswith("ray-"):
-                    r = run_ray_arm(int(arm[4:]), prompts, work / "out", endpoints, args.window, args.event_loop, server.pid)
+                    r = run_ray_arm(
+                        int(arm[4:]), prompts, work / "out", endpoints, args.window, args.event_loop, server.pid
+                    )
                 else:
                     r = run_arm(int(arm), prompts, work / "out", endpoints, args.window, args.event_loop)
                 runs[arm].append(r)
                 inside = r["cpu_us_per_request_in_generate"]
-                print(f"{arm:>6}: {r['rows']:,} rows, {r['rows_per_s']:,.0f} rows/s over {r['wall_s']:.2f} s "
-                      f"({r['rows_per_s_in_generate']:,.0f}/s inside generate), {r['cpu_us_per_request']:.0f} us CPU per request"
-                      + (f" ({inside:.0f} inside generate)" if inside is not None else
-                         f" (+{r['ray_daemons_cpu_us_per_request']:.0f} in Ray's daemons)"),
-                      flush=True)
-        keys = ("rows_per_s", "rows_per_s_in_generate", "cpu_us_per_request", "cpu_us_per_request_in_generate",
-                "ray_daemons_cpu_us_per_request")
-        med = {arm: {k: sorted(r[k] for r in rs)[len(rs) // 2] for k in keys if rs[0].get(k) is not None}
-               for arm, rs in runs.items()}
+                print(
+                    f"{arm:>6}: {r['rows']:,} rows, {r['rows_per_s']:,.0f} rows/s over {r['wall_s']:.2f} s "
+                    f"({r['rows_per_s_in_generate']:,.0f}/s inside generate), {r['cpu_us_per_request']:.0f} us CPU per request"
+                    + (
+                        f" ({inside:.0f} inside generate)"
+                        if inside is not None
+                        else f" (+{r['ray_daemons_cpu_us_per_request']:.0f} in Ray's daemons)"
+                    ),
+                    flush=True,
+                )
+        keys = (
+            "rows_per_s",
+            "rows_per_s_in_generate",
+            "cpu_us_per_request",
+            "cpu_us_per_request_in_generate",
+            "ray_daemons_cpu_us_per_request",
+        )
+        med = {
+            arm: {k: sorted(r[k] for r in rs)[len(rs) // 2] for k in keys if rs[0].get(k) is not None}
+            for arm, rs in runs.items()
+        }
         print(json.dumps(med, indent=1))
     finally:
         if not args.no_ray:
@@ -245,8 +351,17 @@ def main() -> None:
         server.kill()
         server.wait()
         shutil.rmtree(work, ignore_errors=True)
-    report = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores", "rows": args.rows,
-              "answer_tokens": args.answer_tokens, "prompt_tokens": args.prompt_tokens, "replicas": args.replicas, "window": args.window, "event_loop": args.event_loop, "runs": runs, "medians": med}
+    report = {
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+        "rows": args.rows,
+        "answer_tokens": args.answer_tokens,
+        "prompt_tokens": args.prompt_tokens,
+        "replicas": args.replicas,
+        "window": args.window,
+        "event_loop": args.event_loop,
+        "runs": runs,
+        "medians": med,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
 

@@ -31,12 +31,18 @@ def main() -> int:
     ds, _ = load_and_preprocess_dataset(
         a.model, [str(a.export)], seq_length=a.seq_length, build_dataset_num_proc=1, skip_token_freq=True
     )
-    theirs = {tuple(r["input_ids"].tolist() if hasattr(r["input_ids"], "tolist") else r["input_ids"]):
-              list(r["loss_mask"].tolist() if hasattr(r["loss_mask"], "tolist") else r["loss_mask"]) for r in ds}
+    theirs = {
+        tuple(r["input_ids"].tolist() if hasattr(r["input_ids"], "tolist") else r["input_ids"]): list(
+            r["loss_mask"].tolist() if hasattr(r["loss_mask"], "tolist") else r["loss_mask"]
+        )
+        for r in ds
+    }
     kept = sum(1 for r in ours if tuple(r["input_ids"]) in theirs)
     same_mask = sum(1 for r in ours if theirs.get(tuple(r["input_ids"])) == r["loss_mask"])
-    print(f"speculators {version('speculators')}: exported rows {len(ours)}, "
-          f"loader rows {len(ds)}, rows kept with identical input_ids {kept}, identical loss_mask {same_mask}")
+    print(
+        f"speculators {version('speculators')}: exported rows {len(ours)}, "
+        f"loader rows {len(ds)}, rows kept with identical input_ids {kept}, identical loss_mask {same_mask}"
+    )
     print(f"loader columns: {ds.column_names}")
     return 0 if kept == same_mask == len(ours) == len(ds) else 1
 

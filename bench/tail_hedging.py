@@ -31,15 +31,29 @@ def one_run(prompts: Path, endpoints: list[str], hedge: bool, max_tokens: int) -
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory() as out:
         cfg = GenerateConfig(
-            prompts=prompts, output_dir=Path(out), endpoints=endpoints, model="standin", max_tokens=max_tokens,
-            concurrency=8, hedge=hedge, hedge_after_s=1.0, commit_interval_s=0.05,
+            prompts=prompts,
+            output_dir=Path(out),
+            endpoints=endpoints,
+            model="standin",
+            max_tokens=max_tokens,
+            concurrency=8,
+            hedge=hedge,
+            hedge_after_s=1.0,
+            commit_interval_s=0.05,
         )
-        stats = generate(cfg, on_progress=lambda s: marks.append((time.monotonic(), s.done, s.total)), handle_signals=False)
+        stats = generate(
+            cfg, on_progress=lambda s: marks.append((time.monotonic(), s.done, s.total)), handle_signals=False
+        )
     end = time.monotonic()
     total = stats.total
     t99 = next(t for t, done, _ in marks if done >= 0.99 * total)
-    return {"hedge": hedge, "wall_s": end - t0, "tail_s": end - t99,
-            "hedges": sum(r.hedges for r in stats.replicas), "ok": stats.ok}
+    return {
+        "hedge": hedge,
+        "wall_s": end - t0,
+        "tail_s": end - t99,
+        "hedges": sum(r.hedges for r in stats.replicas),
+        "ok": stats.ok,
+    }
 
 
 def main() -> None:
@@ -57,7 +71,9 @@ def main() -> None:
             prompts = Path(tmp) / "prompts.jsonl"
             with open(prompts, "w") as f:
                 for i in range(args.prompts):
-                    f.write(json.dumps({"id": f"p{i}", "messages": [{"role": "user", "content": f"question {i}"}]}) + "\n")
+                    f.write(
+                        json.dumps({"id": f"p{i}", "messages": [{"role": "user", "content": f"question {i}"}]}) + "\n"
+                    )
             for _ in range(args.repeats):
                 for hedge in (False, True):
                     rows.append(one_run(prompts, endpoints, hedge, args.max_tokens))
@@ -65,7 +81,9 @@ def main() -> None:
     finally:
         fast.stop()
         slow.stop()
-    t = Table(title=f"tail with and without hedging ({args.prompts} prompts, fast vs 200x slower stand-in, medians of {args.repeats})")
+    t = Table(
+        title=f"tail with and without hedging ({args.prompts} prompts, fast vs 200x slower stand-in, medians of {args.repeats})"
+    )
     for col in ("hedging", "wall s", "99% -> 100% s", "hedged requests"):
         t.add_column(col)
     summary = {}

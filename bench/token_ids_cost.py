@@ -45,8 +45,15 @@ def child(prompts: Path, endpoints: list[str], window: int, max_tokens: int, ids
 
     kw = {} if ids == "default" else {"token_ids": ids == "on"}
     with tempfile.TemporaryDirectory() as d:
-        cfg = GenerateConfig(prompts=prompts, output_dir=Path(d), endpoints=endpoints, model="null",
-                             max_tokens=max_tokens, concurrency=window, **kw)
+        cfg = GenerateConfig(
+            prompts=prompts,
+            output_dir=Path(d),
+            endpoints=endpoints,
+            model="null",
+            max_tokens=max_tokens,
+            concurrency=window,
+            **kw,
+        )
         r0 = resource.getrusage(resource.RUSAGE_SELF)
         t0 = time.monotonic()
         stats = generate(cfg, handle_signals=False)
@@ -54,8 +61,17 @@ def child(prompts: Path, endpoints: list[str], window: int, max_tokens: int, ids
         r1 = resource.getrusage(resource.RUSAGE_SELF)
         size = (Path(d) / "results.jsonl").stat().st_size
     cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
-    print(json.dumps({"completed": stats.ok, "wall_s": wall, "cpu_s": cpu, "bytes_per_row": size / max(1, stats.ok),
-                      "peak_rss_mib": r1.ru_maxrss / 1024}))
+    print(
+        json.dumps(
+            {
+                "completed": stats.ok,
+                "wall_s": wall,
+                "cpu_s": cpu,
+                "bytes_per_row": size / max(1, stats.ok),
+                "peak_rss_mib": r1.ru_maxrss / 1024,
+            }
+        )
+    )
 
 
 ARMS = {"base": "default", "ids-off": "off", "ids-on": "on"}
@@ -64,8 +80,23 @@ ARMS = {"base": "default", "ids-off": "off", "ids-on": "on"}
 def run_client_arm(arm: str, src: Path, prompts: Path, ports: list[int], a: argparse.Namespace) -> dict:
     endpoints = [f"http://127.0.0.1:{p}" for p in ports]
     env = {**os.environ, "PYTHONPATH": str(src)}
-    cmd = ["taskset", "-c", str(a.client_core), sys.executable, __file__, "--child", ARMS[arm], "--prompts", str(prompts),
-           "--window", str(a.window), "--max-tokens", str(a.answer_tokens), "--endpoints", *endpoints]
+    cmd = [
+        "taskset",
+        "-c",
+        str(a.client_core),
+        sys.executable,
+        __file__,
+        "--child",
+        ARMS[arm],
+        "--prompts",
+        str(prompts),
+        "--window",
+        str(a.window),
+        "--max-tokens",
+        str(a.answer_tokens),
+        "--endpoints",
+        *endpoints,
+    ]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout.strip().splitlines()[-1]
     res = json.loads(out)
     res["req_per_s"] = res["completed"] / res["wall_s"]
@@ -91,12 +122,21 @@ def journal_arm(with_ids: bool, n: int, answer_tokens: int, prompt_tokens: int, 
     for start in range(0, n, 512):
         b = Batch()
         for i in range(start, min(n, start + 512)):
-            rec = {"messages": [{"role": "user", "content": f"Write about topic {i}."}, {"role": "assistant", "content": answer}],
-                   "tools": None, "meta": {"domain": "chat"}, "finish_reason": ["stop"], "truncated": False,
-                   "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": answer_tokens},
-                   "replica": "http://127.0.0.1:30000", "model": "null",
-                   "sampling": {"max_tokens": 2048, "temperature": 0.7, "top_p": 1.0, "seed": None},
-                   "timing": {"started_at": 1.7e9 + i, "latency_s": 21.5}}
+            rec = {
+                "messages": [
+                    {"role": "user", "content": f"Write about topic {i}."},
+                    {"role": "assistant", "content": answer},
+                ],
+                "tools": None,
+                "meta": {"domain": "chat"},
+                "finish_reason": ["stop"],
+                "truncated": False,
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": answer_tokens},
+                "replica": "http://127.0.0.1:30000",
+                "model": "null",
+                "sampling": {"max_tokens": 2048, "temperature": 0.7, "top_p": 1.0, "seed": None},
+                "timing": {"started_at": 1.7e9 + i, "latency_s": 21.5},
+            }
             if with_ids:
                 p0 = time.monotonic()
                 log = TurnIdsLog()
@@ -115,8 +155,13 @@ def journal_arm(with_ids: bool, n: int, answer_tokens: int, prompt_tokens: int, 
     for f in outdir.iterdir():
         f.unlink()
     outdir.rmdir()
-    return {"rows": n, "write_us_per_row": 1e6 * write_s / n, "pack_us_per_row": 1e6 * pack_s / n,
-            "bytes_per_row": size / n, "resume_s": resume_s}
+    return {
+        "rows": n,
+        "write_us_per_row": 1e6 * write_s / n,
+        "pack_us_per_row": 1e6 * pack_s / n,
+        "bytes_per_row": size / n,
+        "resume_s": resume_s,
+    }
 
 
 def fleet_sizes(state: Path, n: int, workdir: Path) -> None:
@@ -135,12 +180,24 @@ def fleet_sizes(state: Path, n: int, workdir: Path) -> None:
         sizes = {}
         for on in (False, True):
             out = Path(d) / f"ids-{on}"
-            generate(GenerateConfig(prompts=prompts, output_dir=out, fleet_state=state, max_tokens=128, temperature=0.8,
-                                    seed=0, token_ids=on), handle_signals=False)
+            generate(
+                GenerateConfig(
+                    prompts=prompts,
+                    output_dir=out,
+                    fleet_state=state,
+                    max_tokens=128,
+                    temperature=0.8,
+                    seed=0,
+                    token_ids=on,
+                ),
+                handle_signals=False,
+            )
             rows = [line for line in open(out / "results.jsonl", "rb")]
             sizes[on] = sum(map(len, rows)) / len(rows)
-    print(f"real fleet, {n} rows (a third three-turn), max_tokens 128: results bytes/row without ids "
-          f"{sizes[False]:.0f}, with ids {sizes[True]:.0f} ({sizes[True] / sizes[False]:.2f}x)")
+    print(
+        f"real fleet, {n} rows (a third three-turn), max_tokens 128: results bytes/row without ids "
+        f"{sizes[False]:.0f}, with ids {sizes[True]:.0f} ({sizes[True] / sizes[False]:.2f}x)"
+    )
 
 
 def main() -> None:
@@ -173,9 +230,21 @@ def main() -> None:
     if not a.base_src:
         srcs.pop("base")
     ports = [_free_port() for _ in range(a.replicas)]
-    server = subprocess.Popen(["taskset", "-c", str(a.server_core), sys.executable, str(ROOT / "bench/null_server.py"),
-                               "--ports", *map(str, ports), "--answer-tokens", str(a.answer_tokens),
-                               "--prompt-tokens", str(a.prompt_tokens)])
+    server = subprocess.Popen(
+        [
+            "taskset",
+            "-c",
+            str(a.server_core),
+            sys.executable,
+            str(ROOT / "bench/null_server.py"),
+            "--ports",
+            *map(str, ports),
+            "--answer-tokens",
+            str(a.answer_tokens),
+            "--prompt-tokens",
+            str(a.prompt_tokens),
+        ]
+    )
     client: dict[str, list[dict]] = {arm: [] for arm in srcs}
     journal: dict[str, list[dict]] = {"without ids": [], "with ids": []}
     try:
@@ -192,10 +261,15 @@ def main() -> None:
             for i in range(a.repeats):
                 for arm in arms if i % 2 == 0 else arms[::-1]:
                     client[arm].append(run_client_arm(arm, srcs[arm], prompts, ports, a))
-                    print(f"repeat {i + 1} {arm}: {client[arm][-1]['cpu_us_per_req']:.0f} us CPU/req, "
-                          f"{client[arm][-1]['req_per_s']:.0f} req/s", file=sys.stderr)
-                for name in (["without ids", "with ids"] if i % 2 == 0 else ["with ids", "without ids"]):
-                    journal[name].append(journal_arm(name == "with ids", a.journal_rows, a.answer_tokens, a.prompt_tokens, a.workdir))
+                    print(
+                        f"repeat {i + 1} {arm}: {client[arm][-1]['cpu_us_per_req']:.0f} us CPU/req, "
+                        f"{client[arm][-1]['req_per_s']:.0f} req/s",
+                        file=sys.stderr,
+                    )
+                for name in ["without ids", "with ids"] if i % 2 == 0 else ["with ids", "without ids"]:
+                    journal[name].append(
+                        journal_arm(name == "with ids", a.journal_rows, a.answer_tokens, a.prompt_tokens, a.workdir)
+                    )
     finally:
         server.kill()
         server.wait()
@@ -203,27 +277,55 @@ def main() -> None:
     med = lambda runs: {k: statistics.median(r[k] for r in runs) for k in runs[0]}  # noqa: E731
     c = {arm: med(rs) for arm, rs in client.items()}
     j = {arm: med(rs) for arm, rs in journal.items()}
-    print(f"\nclient pinned to core {a.client_core}, null server on core {a.server_core}; "
-          f"{a.rows} rows, {a.replicas}x{a.window} in flight, answers of {a.answer_tokens} tokens, prompts of "
-          f"{a.prompt_tokens}; medians of {a.repeats}")
+    print(
+        f"\nclient pinned to core {a.client_core}, null server on core {a.server_core}; "
+        f"{a.rows} rows, {a.replicas}x{a.window} in flight, answers of {a.answer_tokens} tokens, prompts of "
+        f"{a.prompt_tokens}; medians of {a.repeats}"
+    )
     ref = "base" if "base" in c else "ids-off"
     print(f"{'client':28}" + "".join(f"{arm:>12}" for arm in c) + f"{'ids-on/' + ref:>16}")
-    for label, key, fmt in [("CPU us per request", "cpu_us_per_req", "{:.0f}"), ("req/s", "req_per_s", "{:.0f}"),
-                            ("results bytes per row", "bytes_per_row", "{:.0f}"), ("peak RSS MiB", "peak_rss_mib", "{:.0f}")]:
-        print(f"{label:28}" + "".join(f"{fmt.format(c[arm][key]):>12}" for arm in c) + f"{c['ids-on'][key] / c[ref][key]:>16.2f}")
+    for label, key, fmt in [
+        ("CPU us per request", "cpu_us_per_req", "{:.0f}"),
+        ("req/s", "req_per_s", "{:.0f}"),
+        ("results bytes per row", "bytes_per_row", "{:.0f}"),
+        ("peak RSS MiB", "peak_rss_mib", "{:.0f}"),
+    ]:
+        print(
+            f"{label:28}"
+            + "".join(f"{fmt.format(c[arm][key]):>12}" for arm in c)
+            + f"{c['ids-on'][key] / c[ref][key]:>16.2f}"
+        )
     print(f"\n{'journal (' + str(a.journal_rows) + ' rows)':28}{'without ids':>12}{'with ids':>12}{'with/without':>16}")
-    for label, key, fmt in [("bytes per row", "bytes_per_row", "{:.0f}"), ("write us per row", "write_us_per_row", "{:.1f}"),
-                            ("  of which packing ids", "pack_us_per_row", "{:.1f}"), ("resume (load_done) s", "resume_s", "{:.2f}")]:
+    for label, key, fmt in [
+        ("bytes per row", "bytes_per_row", "{:.0f}"),
+        ("write us per row", "write_us_per_row", "{:.1f}"),
+        ("  of which packing ids", "pack_us_per_row", "{:.1f}"),
+        ("resume (load_done) s", "resume_s", "{:.2f}"),
+    ]:
         w, wo = j["with ids"][key], j["without ids"][key]
         ratio = f"{w / wo:>16.2f}" if wo else f"{'-':>16}"
         print(f"{label:28}{fmt.format(wo):>12}{fmt.format(w):>12}{ratio}")
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps({
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
-        "rows": a.rows, "replicas": a.replicas, "window": a.window, "answer_tokens": a.answer_tokens,
-        "prompt_tokens": a.prompt_tokens, "journal_rows": a.journal_rows, "repeats": a.repeats,
-        "client_median": c, "journal_median": j, "client_runs": client, "journal_runs": journal,
-    }, indent=2) + "\n")
+    a.out.write_text(
+        json.dumps(
+            {
+                "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
+                "rows": a.rows,
+                "replicas": a.replicas,
+                "window": a.window,
+                "answer_tokens": a.answer_tokens,
+                "prompt_tokens": a.prompt_tokens,
+                "journal_rows": a.journal_rows,
+                "repeats": a.repeats,
+                "client_median": c,
+                "journal_median": j,
+                "client_runs": client,
+                "journal_runs": journal,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ Subcommands:
 
 Only the standard library, plus `packaging` for closure/prune (both the image and the venv have it).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -80,11 +81,15 @@ EXCLUDE: dict[str, str] = {
 # The pins: sglang pins transformers exactly; with the image's 5.17 `import sglang.launch_server`
 # fails (`'qwen3_asr' is already used by a Transformers config`), and that transformers refuses the
 # image's tokenizers 0.23.2 (`tokenizers>=0.22.0,<=0.23.0 is required`).
-TIMM_KEEP = ("sglang pins 1.0.16 (vision towers only); the image's 1.0.29 served 0.5.12 and 0.5.17 on "
-             "2026-12-01/02, and swapping it under the image's other users gains nothing")
+TIMM_KEEP = (
+    "sglang pins 1.0.16 (vision towers only); the image's 1.0.29 served 0.5.12 and 0.5.17 on "
+    "2026-12-01/02, and swapping it under the image's other users gains nothing"
+)
 PROFILES: dict[str, dict] = {
     "sglang==0.5.12": {
-        "exclude": {"xgrammar": "45 MB; a grammar backend; 0.5.12 imports it lazily and we serve with --grammar-backend none"},
+        "exclude": {
+            "xgrammar": "45 MB; a grammar backend; 0.5.12 imports it lazily and we serve with --grammar-backend none"
+        },
         "pins": ["transformers==5.6.0", "tokenizers==0.22.2"],
         "keep": {"timm": TIMM_KEEP},
     },
@@ -123,9 +128,16 @@ PRUNE: dict[str, dict] = {
 ARCH_DIR = re.compile(r"(^|/)sm(\d+)[a-z]?/")
 
 PLATFORMS = [
-    "manylinux_2_34_x86_64", "manylinux_2_31_x86_64", "manylinux_2_28_x86_64", "manylinux_2_27_x86_64",
-    "manylinux_2_24_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_5_x86_64",
-    "manylinux1_x86_64", "linux_x86_64",
+    "manylinux_2_34_x86_64",
+    "manylinux_2_31_x86_64",
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_24_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux_2_5_x86_64",
+    "manylinux1_x86_64",
+    "linux_x86_64",
 ]
 
 
@@ -160,7 +172,9 @@ def read_have(path: Path) -> dict[str, str | None]:
     comma-separated (the older hand-written list). A bare name means held at an unknown version,
     taken to satisfy any requirement (pin it to stage a specific one)."""
     if not path.is_file():
-        die(f"--have {path}: no such file; write one on the GPU machine with `python3 scripts/gpu_stage.py have --out FILE`")
+        die(
+            f"--have {path}: no such file; write one on the GPU machine with `python3 scripts/gpu_stage.py have --out FILE`"
+        )
     have: dict[str, str | None] = {}
     for n, raw in enumerate(path.read_text().splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
@@ -180,10 +194,17 @@ def target_env(python: str) -> dict[str, str]:
         die(f"--python {python!r}: give a version like 3.12 or 3.12.3")
     full = python if len(parts) >= 3 else f"{python}.0"
     return {
-        "python_version": ".".join(parts[:2]), "python_full_version": full, "sys_platform": "linux",
-        "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
-        "implementation_name": "cpython", "implementation_version": full,
-        "platform_python_implementation": "CPython", "platform_release": "", "platform_version": "",
+        "python_version": ".".join(parts[:2]),
+        "python_full_version": full,
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "platform_machine": "x86_64",
+        "os_name": "posix",
+        "implementation_name": "cpython",
+        "implementation_version": full,
+        "platform_python_implementation": "CPython",
+        "platform_release": "",
+        "platform_version": "",
         "extra": "",
     }
 
@@ -195,8 +216,14 @@ class Decision:
     why: str = ""
 
 
-def decide(req_text: str, env: dict, have: dict[str, str | None], exclude: dict[str, str], pins: dict[str, str],
-           keep: dict[str, str] | None = None) -> Decision:
+def decide(
+    req_text: str,
+    env: dict,
+    have: dict[str, str | None],
+    exclude: dict[str, str],
+    pins: dict[str, str],
+    keep: dict[str, str] | None = None,
+) -> Decision:
     """What to do with one requirement line: skip it (its marker is false on the target, extras
     included), leave it out (the exclusion list), take it as held (the target's version satisfies
     the spec, or its version is unknown, or `keep` names it: the held version is known to work), or
@@ -271,9 +298,28 @@ class PipFetcher:
         if hit:
             return hit
         pyver = self.python.replace(".", "")
-        cmd = [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--no-deps",
-               "--only-binary=:all:", "--python-version", self.python, "--implementation", "cp",
-               "--abi", f"cp{pyver}", "--abi", "abi3", "--abi", "none", "-d", str(self.dest)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--python-version",
+            self.python,
+            "--implementation",
+            "cp",
+            "--abi",
+            f"cp{pyver}",
+            "--abi",
+            "abi3",
+            "--abi",
+            "none",
+            "-d",
+            str(self.dest),
+        ]
         for p in PLATFORMS:
             cmd += ["--platform", p]
         cmd += ["--platform", "any"]
@@ -296,8 +342,15 @@ class Closure:
     failed: dict[str, str] = field(default_factory=dict)
 
 
-def resolve(roots: list[str], env: dict, have: dict, exclude: dict, pins: dict[str, str], fetch,
-            keep: dict[str, str] | None = None) -> Closure:
+def resolve(
+    roots: list[str],
+    env: dict,
+    have: dict,
+    exclude: dict,
+    pins: dict[str, str],
+    fetch,
+    keep: dict[str, str] | None = None,
+) -> Closure:
     """Breadth-first over Requires-Dist from `roots`. The first staged version of a name wins; a
     later requirement it does not satisfy is reported as a conflict. A name held by the target is
     re-checked against each later requirement, and staged when one refuses the held version."""
@@ -391,8 +444,10 @@ def cmd_closure(a) -> int:
             die(f"--engine/--also {e!r}: not a requirement like sglang==0.5.12")
     out = Path(a.out)
     fetch = PipFetcher(out, a.python, a.index_url)
-    log(f"closure of {' '.join(a.engine + a.also)} for cp{a.python} linux x86-64 against {a.have} "
-        f"({len(have)} held); pins {sorted(pins.values())}")
+    log(
+        f"closure of {' '.join(a.engine + a.also)} for cp{a.python} linux x86-64 against {a.have} "
+        f"({len(have)} held); pins {sorted(pins.values())}"
+    )
     keep = {**prof.get("keep", {}), **{normalize(x): "kept with --keep" for x in a.keep}}
     c = resolve(a.engine + a.also, target_env(a.python), have, exclude, pins, fetch, keep)
     # Wheels in DIR that the closure no longer names (an earlier run's) would be packed: move them aside.
@@ -407,9 +462,17 @@ def cmd_closure(a) -> int:
     for n, why in sorted(c.excluded.items()):
         print(f"  {n}: {why}")
     report = {
-        "engine": a.engine, "also": a.also, "python": a.python, "have": str(a.have), "pins": sorted(pins.values()),
-        "staged": {n: {"wheel": w.name, "bytes": w.stat().st_size, "why": c.why[n]} for n, w in sorted(c.staged.items())},
-        "excluded": c.excluded, "conflicts": c.conflicts, "failed": c.failed,
+        "engine": a.engine,
+        "also": a.also,
+        "python": a.python,
+        "have": str(a.have),
+        "pins": sorted(pins.values()),
+        "staged": {
+            n: {"wheel": w.name, "bytes": w.stat().st_size, "why": c.why[n]} for n, w in sorted(c.staged.items())
+        },
+        "excluded": c.excluded,
+        "conflicts": c.conflicts,
+        "failed": c.failed,
     }
     (out / "closure.json").write_text(json.dumps(report, indent=1) + "\n")
     for x in c.conflicts:
@@ -475,8 +538,10 @@ def cmd_prune(a) -> int:
         pruned, dropped = prune_wheel(src, tmp, rule["drop"], a.arch if rule["drop_other_arches"] else None)
         shutil.move(str(pruned), d / pruned.name)
         tmp.rmdir()
-        log(f"{src.name}: {src.stat().st_size / MIB:.1f} MiB -> {(d / pruned.name).stat().st_size / MIB:.1f} MiB, "
-            f"{len(dropped)} files dropped ({rule['why']})")
+        log(
+            f"{src.name}: {src.stat().st_size / MIB:.1f} MiB -> {(d / pruned.name).stat().st_size / MIB:.1f} MiB, "
+            f"{len(dropped)} files dropped ({rule['why']})"
+        )
         done += 1
     if not done:
         log(f"prune: no wheel of {sorted(PRUNE)} in {d}")
@@ -496,8 +561,10 @@ def cmd_pack(a) -> int:
     overhead = 10240
     too_big = [f for f in files if cost[f] + overhead > limit]
     if too_big:
-        die(f"pack: {', '.join(f.name for f in too_big)} larger than --chunk-mib {a.chunk_mib}; prune it "
-            f"(prune-kernel) or exclude it")
+        die(
+            f"pack: {', '.join(f.name for f in too_big)} larger than --chunk-mib {a.chunk_mib}; prune it "
+            f"(prune-kernel) or exclude it"
+        )
     bins: list[list[Path]] = []
     for f in sorted(files, key=lambda f: -cost[f]):  # first fit decreasing
         for b in bins:
@@ -521,7 +588,9 @@ def cmd_pack(a) -> int:
         lines.append(f"{path.name}\t{size}\t{size / MIB:.1f} MiB\t{len(b)} wheels")
     (out / "MANIFEST.txt").write_text(
         f"# {len(bins)} chunks, each <= {a.chunk_mib} MiB; install with: python3 scripts/gpu_stage.py install --from DIR\n"
-        + "\n".join(lines) + "\n")
+        + "\n".join(lines)
+        + "\n"
+    )
     print("\n".join(lines))
     return 0
 
@@ -535,9 +604,11 @@ def _anonymous(ti: tarfile.TarInfo) -> tarfile.TarInfo:
 
 # ---------------------------------------------------------------------------------------- install
 def env_lines(target: Path, cuda_home: str) -> list[str]:
-    return [f"export PYTHONPATH={target}${{PYTHONPATH:+:$PYTHONPATH}}",
-            f"export PATH={target}/bin:{cuda_home}/bin:$PATH",
-            f"export CUDA_HOME={cuda_home}"]
+    return [
+        f"export PYTHONPATH={target}${{PYTHONPATH:+:$PYTHONPATH}}",
+        f"export PATH={target}/bin:{cuda_home}/bin:$PATH",
+        f"export CUDA_HOME={cuda_home}",
+    ]
 
 
 def cmd_install(a) -> int:
@@ -547,7 +618,11 @@ def cmd_install(a) -> int:
         die(f"install: no chunk-NN-of-MM.tar in {src}")
     total = int(re.search(r"-of-(\d+)\.tar$", chunks[0].name).group(1))
     names = {c.name for c in chunks}
-    missing = [f"chunk-{i:02d}-of-{total:02d}.tar" for i in range(1, total + 1) if f"chunk-{i:02d}-of-{total:02d}.tar" not in names]
+    missing = [
+        f"chunk-{i:02d}-of-{total:02d}.tar"
+        for i in range(1, total + 1)
+        if f"chunk-{i:02d}-of-{total:02d}.tar" not in names
+    ]
     if missing:
         die(f"install: {src} lacks {', '.join(missing)}; carry every chunk of the stage")
     work = Path(tempfile.mkdtemp(prefix="gpu-stage-", dir=a.tmp))
@@ -561,12 +636,26 @@ def cmd_install(a) -> int:
                 die(f"install: --extra {x}: no such file")
         target.mkdir(parents=True, exist_ok=True)
         if any(target.iterdir()) and not a.force:
-            die(f"install: {target} is not empty: a second `pip install --target` into it skips bin/ and "
-                f"existing packages; give an empty --target, or --force to upgrade in place")
+            die(
+                f"install: {target} is not empty: a second `pip install --target` into it skips bin/ and "
+                f"existing packages; give an empty --target, or --force to upgrade in place"
+            )
         # ONE pip command: a second `pip --target` into the same dir skips its bin/, so every wheel
         # (the fleetgen wheel too, --extra) goes in this one.
-        cmd = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-index", "--no-deps",
-               "--no-compile", "--no-cache-dir", "--target", str(target)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "--no-index",
+            "--no-deps",
+            "--no-compile",
+            "--no-cache-dir",
+            "--target",
+            str(target),
+        ]
         if a.force:
             cmd.append("--upgrade")
         log(f"pip install of {len(wheels)} wheels into {target}")
@@ -589,7 +678,11 @@ def cmd_env(a) -> int:
 
 def cmd_have(a) -> int:
     lines = installed_distributions(a.path or None)
-    text = f"# {len(lines)} distributions on {sys.executable} (python {sys.version.split()[0]})\n" + "\n".join(lines) + "\n"
+    text = (
+        f"# {len(lines)} distributions on {sys.executable} (python {sys.version.split()[0]})\n"
+        + "\n".join(lines)
+        + "\n"
+    )
     if a.out:
         Path(a.out).write_text(text)
         log(f"wrote {len(lines)} distributions to {a.out}")
@@ -608,15 +701,23 @@ def main(argv: list[str] | None = None) -> int:
     s.set_defaults(fn=cmd_have)
 
     s = sub.add_parser("closure", help="download the engine's wheel closure minus what the target holds")
-    s.add_argument("--engine", action="append", required=True, help="root requirement, e.g. sglang==0.5.12 (repeatable)")
+    s.add_argument(
+        "--engine", action="append", required=True, help="root requirement, e.g. sglang==0.5.12 (repeatable)"
+    )
     s.add_argument("--also", action="append", default=[], help="more root requirements (e.g. fleetgen's own deps)")
     s.add_argument("--also-project", help="a pyproject.toml whose [project].dependencies are roots too (fleetgen's)")
-    s.add_argument("--have", default=str(DEFAULT_HAVE), help="the target's have-list (default: the H200 image's, bench/gpu/)")
+    s.add_argument(
+        "--have", default=str(DEFAULT_HAVE), help="the target's have-list (default: the H200 image's, bench/gpu/)"
+    )
     s.add_argument("--python", default="3.12", help="the target's Python (default 3.12)")
-    s.add_argument("--out", required=True, help="directory for the wheels (reused: wheels already there are not downloaded again)")
+    s.add_argument(
+        "--out", required=True, help="directory for the wheels (reused: wheels already there are not downloaded again)"
+    )
     s.add_argument("--pin", action="append", default=[], help="override: stage exactly this (e.g. tokenizers==0.22.2)")
     s.add_argument("--exclude", action="append", default=[], help="leave this name out too")
-    s.add_argument("--keep", action="append", default=[], help="use the target's version of this name even where a spec refuses it")
+    s.add_argument(
+        "--keep", action="append", default=[], help="use the target's version of this name even where a spec refuses it"
+    )
     s.add_argument("--include", action="append", default=[], help="stage this name although the exclusion list has it")
     s.add_argument("--index-url", help="pip's index URL (default pip's)")
     s.set_defaults(fn=cmd_closure)
@@ -630,14 +731,23 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("pack", help="pack DIR/*.whl into numbered tar chunks")
     s.add_argument("--from", dest="src", required=True, help="directory of wheels")
     s.add_argument("--out", required=True, help="directory for chunk-NN-of-MM.tar and MANIFEST.txt")
-    s.add_argument("--chunk-mib", type=float, default=58, help="largest chunk, MiB (default 58: a device call carries 64 MiB with the repo)")
+    s.add_argument(
+        "--chunk-mib",
+        type=float,
+        default=58,
+        help="largest chunk, MiB (default 58: a device call carries 64 MiB with the repo)",
+    )
     s.add_argument("--extra", action="append", default=[], help="another wheel to pack (repeatable)")
     s.set_defaults(fn=cmd_pack)
 
-    s = sub.add_parser("install", help="(on the GPU machine) untar the chunks and pip-install every wheel in one command")
+    s = sub.add_parser(
+        "install", help="(on the GPU machine) untar the chunks and pip-install every wheel in one command"
+    )
     s.add_argument("--from", dest="src", required=True, help="directory holding chunk-NN-of-MM.tar")
     s.add_argument("--target", default="/tmp/site", help="pip --target directory (default /tmp/site)")
-    s.add_argument("--extra", action="append", default=[], help="another wheel for the same pip command, e.g. fleetgen's")
+    s.add_argument(
+        "--extra", action="append", default=[], help="another wheel for the same pip command, e.g. fleetgen's"
+    )
     s.add_argument("--cuda-home", default=DEFAULT_CUDA_HOME, help=f"CUDA_HOME to print (default {DEFAULT_CUDA_HOME})")
     s.add_argument("--tmp", default=None, help="where to untar the chunks (default the system temp dir)")
     s.add_argument("--force", action="store_true", help="install into a non-empty --target (pip --upgrade)")

@@ -30,9 +30,21 @@ SWITCHES = {"no-index": "--no-index", "pre": "--prerelease=allow"}
 ENV = {"cert": "SSL_CERT_FILE", "timeout": "UV_HTTP_TIMEOUT", "default-timeout": "UV_HTTP_TIMEOUT"}
 # pip settings about pip's own output and cache: nothing to carry over.
 IGNORED = {
-    "disable-pip-version-check", "no-cache-dir", "cache-dir", "progress-bar", "quiet", "verbose",
-    "no-color", "no-input", "root-user-action", "retries", "break-system-packages", "log",
-    "require-virtualenv", "no-warn-script-location", "no-python-version-warning",
+    "disable-pip-version-check",
+    "no-cache-dir",
+    "cache-dir",
+    "progress-bar",
+    "quiet",
+    "verbose",
+    "no-color",
+    "no-input",
+    "root-user-action",
+    "retries",
+    "break-system-packages",
+    "log",
+    "require-virtualenv",
+    "no-warn-script-location",
+    "no-python-version-warning",
 }
 SECTIONS = ("global", "install", ":env:")  # lowest precedence first
 
@@ -92,9 +104,7 @@ def main(argv: list[str]) -> int:
         print(__doc__.strip().splitlines()[-1], file=sys.stderr)
         return 2
     python, uv, pip_args = argv[0], argv[1], argv[3:]
-    listed = subprocess.run(
-        [python, "-m", "pip", "config", "list"], capture_output=True, text=True, check=True
-    ).stdout
+    listed = subprocess.run([python, "-m", "pip", "config", "list"], capture_output=True, text=True, check=True).stdout
     try:
         flags, env = uv_options(settings(listed))
     except Unmappable as exc:

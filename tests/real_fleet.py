@@ -48,7 +48,9 @@ TOOL_SETTINGS = {"tool_call_parser": "hermes", "engine_args": ["--chat-template"
 
 def has_tool_parser(fleet: FleetState) -> bool:
     """Whether a fleet's replicas were started with a tool-call parser (and the tools template)."""
-    return all("--tool-call-parser" in r.command and str(TOOL_TEMPLATE.name) in " ".join(r.command) for r in fleet.replicas)
+    return all(
+        "--tool-call-parser" in r.command and str(TOOL_TEMPLATE.name) in " ".join(r.command) for r in fleet.replicas
+    )
 
 
 def start_fleet(state_dir: Path, replicas: int, **overrides) -> FleetState:

@@ -16,14 +16,38 @@ import pytest
 
 # Libraries (and fleetgen modules) a start-up must not load; each costs tens of ms or more.
 HEAVY = (
-    "aiohttp", "psutil", "numpy", "pyarrow", "transformers", "torch", "datasketch", "scipy", "matplotlib",
-    "uvloop", "rich.live", "rich.progress", "fleetgen.fleet.launcher", "fleetgen.fleet.local", "fleetgen.fleet.status",
-    "fleetgen.generate.runner", "fleetgen.generate.journal.directory", "fleetgen.doctor.run", "fleetgen.export.run",
-    "fleetgen.mix.build", "fleetgen.run.pipeline",
+    "aiohttp",
+    "psutil",
+    "numpy",
+    "pyarrow",
+    "transformers",
+    "torch",
+    "datasketch",
+    "scipy",
+    "matplotlib",
+    "uvloop",
+    "rich.live",
+    "rich.progress",
+    "fleetgen.fleet.launcher",
+    "fleetgen.fleet.local",
+    "fleetgen.fleet.status",
+    "fleetgen.generate.runner",
+    "fleetgen.generate.journal.directory",
+    "fleetgen.doctor.run",
+    "fleetgen.export.run",
+    "fleetgen.mix.build",
+    "fleetgen.run.pipeline",
 )
 # The other commands' modules (and the config tree `generate` builds its options from; `up`'s twenty options).
-OTHER_COMMANDS = ("fleetgen.cli.up", "fleetgen.cli.generate", "fleetgen.cli.doctor", "fleetgen.cli.mix", "fleetgen.cli.export",
-                  "fleetgen.cli.run", "fleetgen.generate.config")
+OTHER_COMMANDS = (
+    "fleetgen.cli.up",
+    "fleetgen.cli.generate",
+    "fleetgen.cli.doctor",
+    "fleetgen.cli.mix",
+    "fleetgen.cli.export",
+    "fleetgen.cli.run",
+    "fleetgen.generate.config",
+)
 
 
 def _modules_after(code: str, tmp_path) -> set[str]:
@@ -52,8 +76,14 @@ def test_importing_the_app_loads_no_command_machinery(tmp_path):
 def test_root_help_imports_no_command_module(tmp_path):
     modules = _modules_after("from fleetgen.cli.app import app; app(['--help'])", tmp_path)
     assert "typer" in modules
-    assert sorted(m for m in modules if m.startswith("fleetgen.cli.") and m != "fleetgen.cli.app"
-                  and not m.startswith("fleetgen.cli._")) == []
+    assert (
+        sorted(
+            m
+            for m in modules
+            if m.startswith("fleetgen.cli.") and m != "fleetgen.cli.app" and not m.startswith("fleetgen.cli._")
+        )
+        == []
+    )
 
 
 def test_the_command_table_matches_the_commands():
@@ -118,9 +148,17 @@ def test_status_of_a_fleet_loads_no_http_client(tmp_path):
     from fleetgen.fleet.state import FleetState, ReplicaState, ensure_state_dir, write_state
 
     state = ensure_state_dir(tmp_path / "fleet")
-    dead = ReplicaState(index=0, endpoint=f"http://127.0.0.1:{free_port('127.0.0.1')}", pid=2**22 + 1, create_time=0.0,
-                        engine="vllm", model="m", served_model_name="m", log_path=str(state / "logs" / "0.log"),
-                        command=["vllm"])
+    dead = ReplicaState(
+        index=0,
+        endpoint=f"http://127.0.0.1:{free_port('127.0.0.1')}",
+        pid=2**22 + 1,
+        create_time=0.0,
+        engine="vllm",
+        model="m",
+        served_model_name="m",
+        log_path=str(state / "logs" / "0.log"),
+        command=["vllm"],
+    )
     write_state(state, FleetState(engine="vllm", model="m", served_model_name="m", replicas=[dead]))
     argv = ["fleetgen", "status", "--state", str(state)]
     modules = _modules_after(f"sys.argv = {argv!r}; from fleetgen.cli.app import main; main()", tmp_path)

@@ -8,8 +8,16 @@ import pytest
 
 import fleetgen
 
-PACKAGES = ["fleetgen", "fleetgen.fleet", "fleetgen.doctor", "fleetgen.mix", "fleetgen.generate",
-            "fleetgen.export", "fleetgen.run", "fleetgen.metrics"]
+PACKAGES = [
+    "fleetgen",
+    "fleetgen.fleet",
+    "fleetgen.doctor",
+    "fleetgen.mix",
+    "fleetgen.generate",
+    "fleetgen.export",
+    "fleetgen.run",
+    "fleetgen.metrics",
+]
 
 
 @pytest.mark.parametrize("name", PACKAGES)

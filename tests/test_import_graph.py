@@ -91,7 +91,7 @@ def room_graphs(graph: dict[str, set[str]]) -> dict[str, dict[str, set[str]]]:
     def child(pkg: str, mod: str) -> str | None:
         if not mod.startswith(pkg + "."):
             return None
-        return pkg + "." + mod[len(pkg) + 1:].split(".")[0]
+        return pkg + "." + mod[len(pkg) + 1 :].split(".")[0]
 
     for src, targets in graph.items():
         for pkg, g in rooms.items():
@@ -128,8 +128,12 @@ def test_no_module_imports_a_package_it_stands_in():
 
 def test_export_and_report_read_the_row_format_not_generate():
     graph = import_graph(SRC, "fleetgen")
-    reach = sorted(f"{m} -> {t}" for m, ts in graph.items() for t in ts
-                   if m.startswith(("fleetgen.export", "fleetgen.report")) and t.startswith("fleetgen.generate"))
+    reach = sorted(
+        f"{m} -> {t}"
+        for m, ts in graph.items()
+        for t in ts
+        if m.startswith(("fleetgen.export", "fleetgen.report")) and t.startswith("fleetgen.generate")
+    )
     assert reach == []
 
 
@@ -176,8 +180,13 @@ def private_reaches(root: Path, package: str) -> list[str]:
             elif isinstance(node, ast.Import):
                 modules.update(a.asname or a.name.split(".")[0] for a in node.names if a.name.startswith(package))
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules
-                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in modules
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+            ):
                 found.append(f"{path.name}: {node.value.id}.{node.attr}")
     return found
 
@@ -202,11 +211,18 @@ def private_uses(root: Path) -> list[str]:
     for path in sorted(root.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("fleetgen"):
-                found += [f"{path.name}: from {node.module} import {a.name}" for a in node.names
-                          if a.name.startswith("_") and not a.name.startswith("__")]
-            elif (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
-                  and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
-                  and ast.unparse(node) not in NOT_FLEETGEN):
+                found += [
+                    f"{path.name}: from {node.module} import {a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
+            elif (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+                and ast.unparse(node) not in NOT_FLEETGEN
+            ):
                 found.append(f"{path.name}: {ast.unparse(node)}")
     return found
 

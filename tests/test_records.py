@@ -8,13 +8,35 @@ from fleetgen.mix.adapters._chat import sharegpt_turns
 from fleetgen.rows.prompt import SHAREGPT_ROLES, RecordError, text_of
 
 # Every speaker the two separate maps knew before they were merged: dropping one breaks real files.
-OLD_GENERATE = {"system": "system", "human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
-                "chatgpt": "assistant", "bing": "assistant", "tool": "tool", "observation": "tool",
-                "function_response": "tool"}
-OLD_MIX = {"human": "user", "user": "user", "prompter": "user", "gpt": "assistant", "assistant": "assistant",
-           "model": "assistant", "chatgpt": "assistant", "bot": "assistant", "function_call": "assistant",
-           "system": "system", "tool": "tool", "function": "tool", "observation": "tool",
-           "function_response": "tool", "ipython": "tool"}
+OLD_GENERATE = {
+    "system": "system",
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "chatgpt": "assistant",
+    "bing": "assistant",
+    "tool": "tool",
+    "observation": "tool",
+    "function_response": "tool",
+}
+OLD_MIX = {
+    "human": "user",
+    "user": "user",
+    "prompter": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "model": "assistant",
+    "chatgpt": "assistant",
+    "bot": "assistant",
+    "function_call": "assistant",
+    "system": "system",
+    "tool": "tool",
+    "function": "tool",
+    "observation": "tool",
+    "function_response": "tool",
+    "ipython": "tool",
+}
 
 
 def test_sharegpt_roles_is_the_union_of_both_old_maps():
@@ -42,8 +64,11 @@ def test_text_of_joins_text_parts(content, text):
 @pytest.mark.parametrize(
     "content, reason, detail",
     [
-        ([{"type": "text", "text": "x"}, {"type": "image_url", "image_url": {"url": "u"}}], "non-text content part",
-         "part 1 has type 'image_url', only 'text' is read"),
+        (
+            [{"type": "text", "text": "x"}, {"type": "image_url", "image_url": {"url": "u"}}],
+            "non-text content part",
+            "part 1 has type 'image_url', only 'text' is read",
+        ),
         (["bare"], "non-text content part", "part 0 is a str, not a {type: text} object"),
         ([{"type": "text", "text": 3}], "non-text content part", "part 0 is a text part without a string `text`"),
         (5, "content is not text", "int"),

@@ -35,13 +35,21 @@ def main() -> None:
                 count_bad += 1
     lat = sorted(r["timing"]["latency_s"] for r in rows)
     first = min(rows, key=lambda r: r["timing"]["started_at"]) if rows else None
-    print(json.dumps({
-        "rows": len(rows), "errors": len(errors), "turns_with_ids": with_ids, "turns_without_ids": without,
-        "rows_ids_count_differs_from_usage": count_bad,
-        "first_request_latency_s": first["timing"]["latency_s"] if first else None,
-        "latency_p50_s": lat[len(lat) // 2] if lat else None, "latency_max_s": lat[-1] if lat else None,
-        "finish_reasons": sorted({str(x) for r in rows for x in r.get("finish_reason") or []}),
-    }))
+    print(
+        json.dumps(
+            {
+                "rows": len(rows),
+                "errors": len(errors),
+                "turns_with_ids": with_ids,
+                "turns_without_ids": without,
+                "rows_ids_count_differs_from_usage": count_bad,
+                "first_request_latency_s": first["timing"]["latency_s"] if first else None,
+                "latency_p50_s": lat[len(lat) // 2] if lat else None,
+                "latency_max_s": lat[-1] if lat else None,
+                "finish_reasons": sorted({str(x) for r in rows for x in r.get("finish_reason") or []}),
+            }
+        )
+    )
     if a.greedy and a.endpoint:
         same = checked = 0
         for r in rows[: a.greedy]:
@@ -50,8 +58,9 @@ def main() -> None:
                 continue
             t = turns[0]
             body = {"input_ids": t.prompt, "sampling_params": {"max_new_tokens": a.max_tokens, "temperature": 0}}
-            req = urllib.request.Request(a.endpoint + "/generate", data=json.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json"})
+            req = urllib.request.Request(
+                a.endpoint + "/generate", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+            )
             with urllib.request.urlopen(req, timeout=120) as resp:
                 answer = json.loads(resp.read())
             checked += 1

@@ -15,6 +15,7 @@ qwen25/hermes tool parser apply to it as to a real Qwen3.
 Usage (on the GPU machine, with the staged stack on PYTHONPATH):
   python3 bench/gpu/make_model.py --tokenizer .stage/misc/tok --out /tmp/model [--template qwen3-thinking]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -75,13 +76,19 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tokenizer", required=True, help="dir with tokenizer.json etc. (SmolLM2's: .stage/misc/tok)")
     p.add_argument("--out", required=True, help="model dir to write")
-    p.add_argument("--template", choices=["tokenizer", "qwen3-thinking"], default="tokenizer",
-                   help="chat template: the tokenizer's own, or Qwen3-style with thinking and tool calls")
+    p.add_argument(
+        "--template",
+        choices=["tokenizer", "qwen3-thinking"],
+        default="tokenizer",
+        help="chat template: the tokenizer's own, or Qwen3-style with thinking and tool calls",
+    )
     p.add_argument("--layers", type=int, default=8)
     p.add_argument("--hidden", type=int, default=1024)
     p.add_argument("--heads", type=int, default=16)
     p.add_argument("--kv-heads", type=int, default=8)
-    p.add_argument("--head-dim", type=int, default=128, help="Qwen3 keeps 128 whatever the width (so q is wider than hidden)")
+    p.add_argument(
+        "--head-dim", type=int, default=128, help="Qwen3 keeps 128 whatever the width (so q is wider than hidden)"
+    )
     p.add_argument("--intermediate", type=int, default=3072)
     p.add_argument("--max-position", type=int, default=8192)
     p.add_argument("--seed", type=int, default=0)
@@ -104,10 +111,18 @@ def main(argv: list[str] | None = None) -> int:
         tok.chat_template = (tok_dir / "chat_template.jinja").read_text()
     eos = tok.convert_tokens_to_ids("<|im_end|>") if "<|im_end|>" in tok.get_vocab() else tok.eos_token_id
     cfg = Qwen3Config(
-        vocab_size=(len(tok) + 127) // 128 * 128, hidden_size=a.hidden, num_hidden_layers=a.layers,
-        num_attention_heads=a.heads, num_key_value_heads=a.kv_heads, head_dim=a.head_dim,
-        intermediate_size=a.intermediate, max_position_embeddings=a.max_position, tie_word_embeddings=True,
-        bos_token_id=tok.bos_token_id, eos_token_id=eos, pad_token_id=tok.pad_token_id,
+        vocab_size=(len(tok) + 127) // 128 * 128,
+        hidden_size=a.hidden,
+        num_hidden_layers=a.layers,
+        num_attention_heads=a.heads,
+        num_key_value_heads=a.kv_heads,
+        head_dim=a.head_dim,
+        intermediate_size=a.intermediate,
+        max_position_embeddings=a.max_position,
+        tie_word_embeddings=True,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=eos,
+        pad_token_id=tok.pad_token_id,
     )
     cfg.torch_dtype = torch.bfloat16
     device = ("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device
@@ -126,11 +141,23 @@ def main(argv: list[str] | None = None) -> int:
     else:
         # Qwen3's own generation_config.json sets top_k 20: SGLang's chat endpoint applies it where a request is silent.
         extra = {"top_k": 20, "do_sample": True} if a.template == "qwen3-thinking" else {}
-        GenerationConfig(bos_token_id=tok.bos_token_id, eos_token_id=eos, pad_token_id=tok.pad_token_id,
-                         **extra).save_pretrained(out)
+        GenerationConfig(
+            bos_token_id=tok.bos_token_id, eos_token_id=eos, pad_token_id=tok.pad_token_id, **extra
+        ).save_pretrained(out)
     n = sum(p.numel() for p in model.parameters())
-    print(json.dumps({"out": str(out), "params_m": round(n / 1e6, 1), "vocab": cfg.vocab_size, "layers": a.layers,
-                      "hidden": a.hidden, "template": a.template, "device": device}))
+    print(
+        json.dumps(
+            {
+                "out": str(out),
+                "params_m": round(n / 1e6, 1),
+                "vocab": cfg.vocab_size,
+                "layers": a.layers,
+                "hidden": a.hidden,
+                "template": a.template,
+                "device": device,
+            }
+        )
+    )
     return 0
 
 

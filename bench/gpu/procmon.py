@@ -39,7 +39,9 @@ def main() -> None:
                 seen.pop(pid)
     secs = max(time.monotonic() - t0, 1e-9)
     n = max(int(secs), 1)
-    print(json.dumps({"seconds": round(secs, 1), "mean_cpu_pct": {k: round(v / n, 1) for k, v in busy.most_common(12)}}))
+    print(
+        json.dumps({"seconds": round(secs, 1), "mean_cpu_pct": {k: round(v / n, 1) for k, v in busy.most_common(12)}})
+    )
 
 
 if __name__ == "__main__":

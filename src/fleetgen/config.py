@@ -35,7 +35,9 @@ def read_yaml_mapping(path: str | Path) -> dict:
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {p}", hint="check the path") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"{p}: not valid YAML: {e}", hint="fix the YAML syntax at the line and column named above") from None
+        raise ConfigError(
+            f"{p}: not valid YAML: {e}", hint="fix the YAML syntax at the line and column named above"
+        ) from None
     if data is None:
         data = {}
     if not isinstance(data, dict):

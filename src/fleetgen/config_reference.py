@@ -147,8 +147,12 @@ def render(root: type[BaseModel] | None = None) -> str:
         lines += ["| YAML path | type | default | CLI flag | description |", "|---|---|---|---|---|"]
         for name, f in s.model.model_fields.items():
             path = f"{s.path}.{name}" if s.path else name
-            found = [t for (model, field), texts in flags.items() if field == name and issubclass(s.model, model)
-                     for t in texts]
+            found = [
+                t
+                for (model, field), texts in flags.items()
+                if field == name and issubclass(s.model, model)
+                for t in texts
+            ]
             flag = "—" if _section_model(f.annotation) else ", ".join(found) or "*YAML only*"
             lines.append(
                 f"| `{path}` | {_cell(type_name(f.annotation))} | {_cell(default_text(f))} | {flag} | "

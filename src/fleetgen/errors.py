@@ -69,19 +69,27 @@ class MissingTokenIdsError(FleetgenError):
     SHOWN = 10  # turns named in the message; `turns` keeps up to KEPT, `count` counts them all
     KEPT = 100
 
-    def __init__(self, turns: list[tuple[str, int, int, str]], *, count: int | None = None, what: str, hint: str) -> None:
+    def __init__(
+        self, turns: list[tuple[str, int, int, str]], *, count: int | None = None, what: str, hint: str
+    ) -> None:
         self.turns = turns[: self.KEPT]
         self.count = len(turns) if count is None else count
         self.what, self._hint = what, hint
-        named = ", ".join(f"{rid}#{sample} turn {turn} ({reason})" for rid, sample, turn, reason in self.turns[: self.SHOWN])
+        named = ", ".join(
+            f"{rid}#{sample} turn {turn} ({reason})" for rid, sample, turn, reason in self.turns[: self.SHOWN]
+        )
         more = f" and {self.count - self.SHOWN} more" if self.count > self.SHOWN else ""
-        super().__init__(f"{what}: {self.count} turn(s) without token ids (--require-token-ids): {named}{more}", hint=hint)
+        super().__init__(
+            f"{what}: {self.count} turn(s) without token ids (--require-token-ids): {named}{more}", hint=hint
+        )
 
     def merged(self, other: MissingTokenIdsError | None) -> MissingTokenIdsError:
         """This error and an earlier one (None: none) as one."""
         if other is None:
             return self
-        return MissingTokenIdsError(other.turns + self.turns, count=other.count + self.count, what=other.what, hint=other._hint)
+        return MissingTokenIdsError(
+            other.turns + self.turns, count=other.count + self.count, what=other.what, hint=other._hint
+        )
 
 
 class LeaseHeldError(OutputError):

@@ -40,10 +40,19 @@ def test_the_bindings_name_real_fields_and_cover_the_fixed_vocabularies():
         for option, field in {**binding.field_of, **binding.derived}.items():
             assert binding.field_info(field) is not None, f"{command}: {option} -> {field}: no such field"
     fields = {(c, f) for c, _, _, f in BOUND}
-    for needed in [("generate", "reasoning"), ("generate", "truncation"), ("generate", "dispatch"),
-                   ("generate", "event_loop"), ("generate", "shard_runner"), ("generate", "history_reasoning"),
-                   ("generate", "tool_match"), ("export", "format"), ("export", "reasoning"), ("up", "engine"),
-                   ("doctor", "engine")]:
+    for needed in [
+        ("generate", "reasoning"),
+        ("generate", "truncation"),
+        ("generate", "dispatch"),
+        ("generate", "event_loop"),
+        ("generate", "shard_runner"),
+        ("generate", "history_reasoning"),
+        ("generate", "tool_match"),
+        ("export", "format"),
+        ("export", "reasoning"),
+        ("up", "engine"),
+        ("doctor", "engine"),
+    ]:
         assert needed in fields
 
 
@@ -71,18 +80,24 @@ def test_an_option_s_default_is_its_field_s_default(command, param, binding, fie
     got = param.default
     if param.multiple and got is None:
         got = []  # an unset repeatable option is the field's empty list
-    assert got == expected, f"{command} {param.opts[0]}: default {got!r}, field {binding.model.__name__}.{field} {expected!r}"
+    assert got == expected, (
+        f"{command} {param.opts[0]}: default {got!r}, field {binding.model.__name__}.{field} {expected!r}"
+    )
 
 
 def test_help_lists_the_choices_and_groups_the_flags_by_section():
     out = CliRunner().invoke(app, ["generate", "--help"], env={"COLUMNS": "300"}).output
     assert "save|strip|off" in out and "least-outstanding|round-robin" in out
-    for title, flags in (("Sampling", ("--temperature ", "--profiles ")), ("Transport", ("--max-attempts ",)),
-                         ("Routing", ("--concurrency ", "--hedge ")), ("Observe", ("--metrics-port ",)),
-                         ("Sharding", ("--shard ", "--shards ", "--replica-slice", "--shard-runner")),
-                         ("Warmup", ("--warmup ", "--warmup-timeout-s"))):
+    for title, flags in (
+        ("Sampling", ("--temperature ", "--profiles ")),
+        ("Transport", ("--max-attempts ",)),
+        ("Routing", ("--concurrency ", "--hedge ")),
+        ("Observe", ("--metrics-port ",)),
+        ("Sharding", ("--shard ", "--shards ", "--replica-slice", "--shard-runner")),
+        ("Warmup", ("--warmup ", "--warmup-timeout-s")),
+    ):
         start = out.index(f"╭─ {title} ")
-        panel = out[start:out.index("╰", start)]
+        panel = out[start : out.index("╰", start)]
         for flag in flags:
             assert flag in panel and flag not in out[:start], (title, flag)
     assert "--lease-group" not in out  # set by --shards for each shard, never by hand
@@ -132,5 +147,7 @@ def test_export_reasoning_is_renamed_and_the_old_spelling_still_works_with_a_not
     assert r.exit_code == 0, r.output
     assert not _reasoning_kept(tmp_path / "old.jsonl")
     assert "--reasoning is now --reasoning-in-data" in r.output
-    r = CliRunner().invoke(app, [*base, "--reasoning", "drop", "--reasoning-in-data", "context", "-o", str(tmp_path / "x.jsonl")])
+    r = CliRunner().invoke(
+        app, [*base, "--reasoning", "drop", "--reasoning-in-data", "context", "-o", str(tmp_path / "x.jsonl")]
+    )
     assert r.exit_code != 0 and not (tmp_path / "x.jsonl").exists()

@@ -15,15 +15,28 @@ def test_the_committed_reference_page_is_current():
 
 
 def test_every_field_of_the_job_file_has_a_description():
-    missing = [f"{s.path or '(top)'}.{name}" for s in sections(JobConfig)
-               for name, f in s.model.model_fields.items() if not (f.description or "").strip()]
+    missing = [
+        f"{s.path or '(top)'}.{name}"
+        for s in sections(JobConfig)
+        for name, f in s.model.model_fields.items()
+        if not (f.description or "").strip()
+    ]
     assert missing == []
 
 
 def test_the_page_lists_each_section_and_the_flag_or_yaml_only():
     page = render()
-    for title in ("## `fleet`", "## `generate`", "## `generate.sampling`", "## `generate.sampling.profiles[]`",
-                  "## `generate.transport`", "## `generate.warmup`", "## `export`", "## `report`", "## `mix.sources[]`"):
+    for title in (
+        "## `fleet`",
+        "## `generate`",
+        "## `generate.sampling`",
+        "## `generate.sampling.profiles[]`",
+        "## `generate.transport`",
+        "## `generate.warmup`",
+        "## `export`",
+        "## `report`",
+        "## `mix.sources[]`",
+    ):
         assert title in page
     row = next(line for line in page.splitlines() if line.startswith("| `export.reasoning` "))
     assert "`export --reasoning-in-data`" in row and "train \\| context \\| drop" in row

@@ -38,6 +38,10 @@ def test_without_it_the_teardown_prints_after_the_output():
 
 
 def test_the_exit_status_is_kept():
-    proc = subprocess.run([sys.executable, "-m", "fleetgen.cli.app", "report", "/nonexistent/dir"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fleetgen.cli.app", "report", "/nonexistent/dir"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "results directory not found" in proc.stderr

@@ -30,17 +30,28 @@ def h200_nvml() -> NvmlSnapshot:
     got = json.loads((FIXTURES / "nvml.json").read_text())
     g = got["gpus"][0]
     return NvmlSnapshot(
-        gpus=[GpuInfo(index=g["index"], name=g["name"], memory_total=g["memory_total"], compute_capability=tuple(g["cc"]))],
-        driver_version=got["driver"], cuda_driver=(got["cuda_driver"] // 1000, got["cuda_driver"] % 1000 // 10),
+        gpus=[
+            GpuInfo(index=g["index"], name=g["name"], memory_total=g["memory_total"], compute_capability=tuple(g["cc"]))
+        ],
+        driver_version=got["driver"],
+        cuda_driver=(got["cuda_driver"] // 1000, got["cuda_driver"] % 1000 // 10),
     )
 
 
 def sm120_nvml(count: int = 2) -> NvmlSnapshot:
     """The seed's machine: consumer/workstation Blackwell, compute capability 12.0."""
     return NvmlSnapshot(
-        gpus=[GpuInfo(index=i, name="NVIDIA RTX PRO 6000 Blackwell Server Edition", memory_total=97_887_092_736,
-                      compute_capability=(12, 0)) for i in range(count)],
-        driver_version="580.95.05", cuda_driver=(13, 0),
+        gpus=[
+            GpuInfo(
+                index=i,
+                name="NVIDIA RTX PRO 6000 Blackwell Server Edition",
+                memory_total=97_887_092_736,
+                compute_capability=(12, 0),
+            )
+            for i in range(count)
+        ],
+        driver_version="580.95.05",
+        cuda_driver=(13, 0),
     )
 
 
@@ -48,7 +59,9 @@ def nvcc_script(path: Path, release: str = "13.0") -> Path:
     """An nvcc that prints the real H200 `nvcc --version` text (release number swapped for other versions)."""
     text = (FIXTURES / "nvcc-version-13.0.txt").read_text()
     if release != "13.0":
-        text = text.replace("release 13.0, V13.0.88", f"release {release}, V{release}.131").replace("cuda_13.0", f"cuda_{release}")
+        text = text.replace("release 13.0, V13.0.88", f"release {release}, V{release}.131").replace(
+            "cuda_13.0", f"cuda_{release}"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(f"#!/bin/sh\ncat <<'EOF'\n{text}EOF\n")
     path.chmod(0o755)
@@ -75,9 +88,16 @@ class FakeMachine:
         return self.root / "pymods"
 
     def host(self, env: dict[str, str] | None = None) -> Host:
-        return Host(env=env if env is not None else self.env, python=str(self.root / "venv-bin" / "python"), nvml=lambda: self.nvml,
-                    ld_cache=lambda: {}, default_cuda_home=self.default_cuda_home or self.root / "no-usr-local-cuda",
-                    site_packages=[self.sp], driver_lib_dirs=(self.root / "driver",), timeout_s=60)
+        return Host(
+            env=env if env is not None else self.env,
+            python=str(self.root / "venv-bin" / "python"),
+            nvml=lambda: self.nvml,
+            ld_cache=lambda: {},
+            default_cuda_home=self.default_cuda_home or self.root / "no-usr-local-cuda",
+            site_packages=[self.sp],
+            driver_lib_dirs=(self.root / "driver",),
+            timeout_s=60,
+        )
 
     def doctor(self, env: dict[str, str] | None = None, **cfg) -> DoctorReport:
         return run_doctor(DoctorConfig(**cfg), self.host(env))
@@ -130,31 +150,41 @@ class FakeMachine:
         nvcc_script(path / "bin" / "nvcc", release)
         return path
 
-    def fake_torch(self, version: str = "2.11.0+cu130", cuda: str | None = "13.0",
-                   arch_list: tuple[str, ...] = ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")) -> None:
+    def fake_torch(
+        self,
+        version: str = "2.11.0+cu130",
+        cuda: str | None = "13.0",
+        arch_list: tuple[str, ...] = ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"),
+    ) -> None:
         """A `torch` the subprocess imports, answering like the real one did on the H200 (fixtures/torch.json)."""
         caps = [list(g.compute_capability) for g in self.nvml.gpus] if cuda else []
         pkg = self.pymods / "torch"
         (pkg / "version").mkdir(parents=True, exist_ok=True)
-        (pkg / "__init__.py").write_text(textwrap.dedent(f"""
+        (pkg / "__init__.py").write_text(
+            textwrap.dedent(f"""
             __version__ = {version!r}
             from torch import version, cuda
-        """))
+        """)
+        )
         (pkg / "version" / "__init__.py").write_text(f"cuda = {cuda!r}\n")
-        (pkg / "cuda.py").write_text(textwrap.dedent(f"""
+        (pkg / "cuda.py").write_text(
+            textwrap.dedent(f"""
             _caps = {caps!r}
             def is_available(): return bool(_caps)
             def device_count(): return len(_caps)
             def get_device_capability(i): return tuple(_caps[i])
             def get_arch_list(): return {list(arch_list)!r}
-        """))
+        """)
+        )
         self.dist_info("torch", version.split("+")[0])
 
     def dist_info(self, name: str, version: str, requires: tuple[str, ...] = ()) -> None:
         d = self.pymods / f"{name.replace('-', '_')}-{version}.dist-info"
         shutil.rmtree(d, ignore_errors=True)
         d.mkdir(parents=True)
-        meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"] + [f"Requires-Dist: {r}" for r in requires]
+        meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"] + [
+            f"Requires-Dist: {r}" for r in requires
+        ]
         (d / "METADATA").write_text("\n".join(meta) + "\n")
         for old in self.pymods.glob(f"{name.replace('-', '_')}-*.dist-info"):
             if old != d:

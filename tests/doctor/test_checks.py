@@ -26,8 +26,11 @@ def test_h200_layout_from_fixtures_is_all_ok(machine: FakeMachine):
     """The real H200 (sm_90, CUDA 13.0 toolkit, torch 2.11+cu130) rebuilt from its listings: nothing to fix."""
     machine.nvml = h200_nvml()
     home = machine.system_toolkit(machine.root / "usr-local-cuda")
-    machine.env |= {"CUDA_HOME": str(home), "PATH": f"{home / 'bin'}:{machine.root / 'venv-bin'}:{machine.env['PATH']}",
-                    "LD_LIBRARY_PATH": str(machine.cu13 / "lib")}
+    machine.env |= {
+        "CUDA_HOME": str(home),
+        "PATH": f"{home / 'bin'}:{machine.root / 'venv-bin'}:{machine.env['PATH']}",
+        "LD_LIBRARY_PATH": str(machine.cu13 / "lib"),
+    }
     report = machine.doctor()
     assert [c.id for c in report.checks if c.status not in (Status.OK, Status.SKIP)] == []
     assert "1 x NVIDIA H200 (sm_90), driver 580.159.04 (CUDA 13.0)" == report.get("gpu.devices").summary
@@ -76,9 +79,17 @@ def _model(tmp_path: Path, weights: int, **cfg) -> Path:
     return d
 
 
-HYBRID = dict(model_type="qwen3_next", hidden_size=5120, num_hidden_layers=64, num_attention_heads=24,
-              num_key_value_heads=4, head_dim=256, full_attention_interval=4, max_position_embeddings=262144,
-              torch_dtype="bfloat16")
+HYBRID = dict(
+    model_type="qwen3_next",
+    hidden_size=5120,
+    num_hidden_layers=64,
+    num_attention_heads=24,
+    num_key_value_heads=4,
+    head_dim=256,
+    full_attention_interval=4,
+    max_position_embeddings=262144,
+    torch_dtype="bfloat16",
+)
 
 
 def test_memory_plan_matches_hand_arithmetic(tmp_path):
@@ -87,15 +98,19 @@ def test_memory_plan_matches_hand_arithmetic(tmp_path):
     c = check_memory(model, h200_nvml(), tp=1, mem_fraction=0.85, max_running_requests=128, context_length=32768)
     room = 150754820096 * 0.85 - 54 * 10**9
     assert c.evidence["kv_tokens"] == int(room // 65536)
-    assert c.status is Status.WARN and c.cause == "kv_cache_too_small" and "only 34 full-length requests fit" in c.summary
+    assert (
+        c.status is Status.WARN and c.cause == "kv_cache_too_small" and "only 34 full-length requests fit" in c.summary
+    )
     ok = check_memory(model, h200_nvml(), tp=1, mem_fraction=0.85, max_running_requests=32, context_length=32768)
     assert ok.status is Status.OK
 
 
 def test_weights_larger_than_the_gpu(tmp_path):
     model = read_model(_model(tmp_path, 200 * 10**9, **HYBRID))
-    assert check_memory(model, h200_nvml(), tp=1, mem_fraction=0.9, max_running_requests=None,
-                        context_length=None).cause == "weights_do_not_fit"
+    assert (
+        check_memory(model, h200_nvml(), tp=1, mem_fraction=0.9, max_running_requests=None, context_length=None).cause
+        == "weights_do_not_fit"
+    )
 
 
 def test_hybrid_flags_from_config(tmp_path):
@@ -111,8 +126,22 @@ def test_hybrid_flags_from_config(tmp_path):
 
 def test_exports():
     assert sorted(fleetgen.doctor.__all__) == sorted(
-        ["SCHEMA_VERSION", "Check", "DoctorConfig", "DoctorReport", "Fix", "FixResult", "Host", "OverlayPlan", "Status",
-         "engine_args_for_replicas", "env_for_replicas", "run_doctor", "write_fix"])
+        [
+            "SCHEMA_VERSION",
+            "Check",
+            "DoctorConfig",
+            "DoctorReport",
+            "Fix",
+            "FixResult",
+            "Host",
+            "OverlayPlan",
+            "Status",
+            "engine_args_for_replicas",
+            "env_for_replicas",
+            "run_doctor",
+            "write_fix",
+        ]
+    )
     for name in fleetgen.doctor.__all__:
         assert getattr(fleetgen.doctor, name) is not None
 

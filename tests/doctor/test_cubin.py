@@ -44,10 +44,13 @@ def test_a_cubin_of_another_version_warns(tmp_path):
     assert c.status is Status.WARN and c.cause == "flashinfer_cubin_mismatch" and "0.6.10" in c.summary
 
 
-@pytest.mark.parametrize(("installed", "status"), [
-    ({"flashinfer-python": "0.6.11.post1", "flashinfer-cubin": "0.6.11.post1"}, Status.OK),
-    ({"sglang": "0.5.12"}, Status.SKIP),
-])
+@pytest.mark.parametrize(
+    ("installed", "status"),
+    [
+        ({"flashinfer-python": "0.6.11.post1", "flashinfer-cubin": "0.6.11.post1"}, Status.OK),
+        ({"sglang": "0.5.12"}, Status.SKIP),
+    ],
+)
 def test_matching_cubin_is_ok_and_no_flashinfer_is_nothing_to_check(tmp_path, installed, status):
     for name, version in installed.items():
         dist(tmp_path, name, version)

@@ -27,8 +27,15 @@ def _real_probe(ok: bool) -> ImportProbe:
     text = (FIXTURES / "h200-sglang-import-without-pin.txt").read_text()
     files = tuple(re.findall(r'File "([^"]+)"', text))
     error = text.strip().splitlines()[-1]
-    return ImportProbe(module="sglang.launch_server", dist="sglang", ok=ok, error=None if ok else error,
-                       files=() if ok else files, differs=tuple(req["differs"]), missing=tuple(req["missing"]))
+    return ImportProbe(
+        module="sglang.launch_server",
+        dist="sglang",
+        ok=ok,
+        error=None if ok else error,
+        files=() if ok else files,
+        differs=tuple(req["differs"]),
+        missing=tuple(req["missing"]),
+    )
 
 
 def test_the_real_h200_failure_blames_the_transformers_pin_only():
@@ -51,16 +58,25 @@ def test_a_difference_that_does_not_break_the_import_is_reported_not_failed():
 def _fake_engine(machine: FakeMachine, installed: str, breaks: bool) -> None:
     pkg = machine.pymods / "fakeformers"
     pkg.mkdir(exist_ok=True)
-    body = "raise ValueError(\"'qwen3_asr' is already used by a Transformers config, pick another name.\")" if breaks else ""
+    body = (
+        "raise ValueError(\"'qwen3_asr' is already used by a Transformers config, pick another name.\")"
+        if breaks
+        else ""
+    )
     (pkg / "__init__.py").write_text(body + "\n")
     srv = machine.pymods / "sglang"
     srv.mkdir(exist_ok=True)
     (srv / "__init__.py").write_text("")
-    (srv / "launch_server.py").write_text(textwrap.dedent("""
+    (srv / "launch_server.py").write_text(
+        textwrap.dedent("""
         import fakeformers  # sglang/srt/configs registers its configs with transformers at import
-    """))
-    machine.dist_info("sglang", "0.5.12", requires=("fakeformers==5.6.0", "timm-fake==1.0.16", "absent-dep>=1",
-                                                   "extra-only>=1; extra == 'test'"))
+    """)
+    )
+    machine.dist_info(
+        "sglang",
+        "0.5.12",
+        requires=("fakeformers==5.6.0", "timm-fake==1.0.16", "absent-dep>=1", "extra-only>=1; extra == 'test'"),
+    )
     machine.dist_info("fakeformers", installed)
     machine.dist_info("timm-fake", "1.0.29")
 
@@ -82,7 +98,11 @@ def test_the_probe_imports_the_server_module_in_the_engines_python(tmp_path):
 
 
 def test_an_engine_that_is_not_installed_is_left_to_the_kernels_check():
-    probe = ImportProbe(module="sglang.launch_server", dist="sglang", error="ModuleNotFoundError: No module named 'sglang'")
+    probe = ImportProbe(
+        module="sglang.launch_server", dist="sglang", error="ModuleNotFoundError: No module named 'sglang'"
+    )
     assert check_engine_import(probe, "sglang", HOST).status is Status.SKIP
-    probe = ImportProbe(module="sglang.launch_server", dist="sglang", error="ModuleNotFoundError: No module named 'zmq'")
+    probe = ImportProbe(
+        module="sglang.launch_server", dist="sglang", error="ModuleNotFoundError: No module named 'zmq'"
+    )
     assert check_engine_import(probe, "sglang", HOST).status is Status.FAIL

@@ -89,12 +89,15 @@ def test_missing_libnvrtc_is_found_in_pip_tree_and_put_on_loader_path(machine: F
 
 def test_real_compound_sgl_kernel_message_is_classified(machine: FakeMachine):
     # Verbatim shape of sgl_kernel 0.3.21's error on a CUDA-13 venv (libnvrtc not on the loader path).
-    machine.sgl_kernel('''
+    machine.sgl_kernel(
+        '''
         raise ImportError("""[sgl_kernel] CRITICAL: Could not load any common_ops library!
         - ImportError: libnvrtc.so.13: cannot open shared object file: No such file or directory
         - ModuleNotFoundError: No module named 'common_ops'
         GPU Info: Compute capability: 120, Expected variant: SM120, CUDA version: 13.0""")
-    ''', arch_dirs=("sm90", "sm100", "sm120"))
+    ''',
+        arch_dirs=("sm90", "sm100", "sm120"),
+    )
     c = machine.doctor(engine="sglang").get("kernels.sglang")
     assert c.cause == "missing_library" and c.fix.prepend["LD_LIBRARY_PATH"] == [str(machine.cu13 / "lib")]
 
@@ -111,11 +114,18 @@ def test_pip_only_cuda_toolchain_problems_are_found_then_fixed_by_the_overlay(ma
     before_pip = _tree(machine.sp)
     report = machine.doctor()
     by = {c.id: c for c in report.checks}
-    assert by["toolchain.cuda_home"].cause == "cuda_home_missing" and str(machine.cu13) in by["toolchain.cuda_home"].summary
+    assert (
+        by["toolchain.cuda_home"].cause == "cuda_home_missing"
+        and str(machine.cu13) in by["toolchain.cuda_home"].summary
+    )
     assert by["toolchain.nvcc"].cause == "nvcc_missing"
     assert any("nvidia-cuda-nvcc==13.0.*" in cmd for cmd in by["toolchain.nvcc"].fix.commands)
     assert by["toolchain.cuda_layout"].cause == "cuda_layout_incomplete"
-    assert set(by["toolchain.cuda_layout"].evidence["missing"]) == {"lib64/", "lib64/libcudart.so", "lib64/stubs/libcuda.so"}
+    assert set(by["toolchain.cuda_layout"].evidence["missing"]) == {
+        "lib64/",
+        "lib64/libcudart.so",
+        "lib64/stubs/libcuda.so",
+    }
     assert by["toolchain.cccl"].cause == "cccl_missing"
     assert by["toolchain.ninja"].cause == "ninja_not_on_path"
 
@@ -140,8 +150,13 @@ def test_pip_only_cuda_toolchain_problems_are_found_then_fixed_by_the_overlay(ma
     assert all(p.is_symlink() or p.is_dir() or p.name == ".fleetgen-overlay" for p in overlay.rglob("*"))
     assert _tree(machine.sp) == before_pip
     # The env script exports the same thing, and a real shell agrees.
-    out = subprocess.run(["sh", "-c", f". {fix_dir}/env.sh && echo $CUDA_HOME && command -v nvcc && command -v ninja"],
-                         env=machine.env, capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        ["sh", "-c", f". {fix_dir}/env.sh && echo $CUDA_HOME && command -v nvcc && command -v ninja"],
+        env=machine.env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert out == [str(overlay), str(overlay / "bin" / "nvcc"), str(machine.root / "venv-bin" / "ninja")]
 
 
@@ -185,7 +200,9 @@ def test_cccl_only_under_include_cccl_is_a_warning_the_overlay_fixes(machine: Fa
 def test_ninja_missing_everywhere(machine: FakeMachine):
     (machine.root / "venv-bin" / "ninja").unlink()
     c = machine.doctor().get("toolchain.ninja")
-    assert c.cause == "ninja_missing" and c.fix.commands == [f"{machine.root / 'venv-bin' / 'python'} -m pip install ninja"]
+    assert c.cause == "ninja_missing" and c.fix.commands == [
+        f"{machine.root / 'venv-bin' / 'python'} -m pip install ninja"
+    ]
 
 
 # 8. FA3/FA4 attention does not run on SM120 -------------------------------------------------------------
@@ -208,4 +225,7 @@ def test_unpinned_backend_on_sm120_is_a_warning_with_the_flag(machine: FakeMachi
 
 def test_fa3_on_hopper_is_fine(machine: FakeMachine):
     machine.nvml = h200_nvml()
-    assert machine.doctor(engine="sglang", engine_args=["--attention-backend=fa3"]).get("attention.backend").status is Status.OK
+    assert (
+        machine.doctor(engine="sglang", engine_args=["--attention-backend=fa3"]).get("attention.backend").status
+        is Status.OK
+    )

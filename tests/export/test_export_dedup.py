@@ -24,13 +24,18 @@ def test_dedup_keeps_the_first_of_each_pair_across_files_and_drops_exactly_the_r
     main = [_rec(i, k, f"main {i} {k}") for i in ids for k in (0, 1, 70)]
     main += [_rec("a", 0, "repeat in the same file"), _rec("x" * 500, 70, "repeat of a wide sample")]
     shard = [_rec("b", 1, "repeat in a shard file"), _rec("b", 2, "new in a shard file"), _rec("é-ünï", 0, "repeat")]
-    shard += [{"id": "c", "messages": [{"role": "assistant", "content": "no sample: sample 0"}]}, _rec("c", 0, "repeat of it")]
+    shard += [
+        {"id": "c", "messages": [{"role": "assistant", "content": "no sample: sample 0"}]},
+        _rec("c", 0, "repeat of it"),
+    ]
     _write(tmp_path / "results.jsonl", main)
     _write(tmp_path / "results.shard-0-of-2.jsonl", shard)
     counts = ReadCounts()
     got = [(r["id"], r.get("sample", 0), r["messages"][0]["content"]) for r in iter_results(tmp_path, counts)]
-    want = [(i, k, f"main {i} {k}") for i in ids for k in (0, 1, 70)] + [("b", 2, "new in a shard file"),
-                                                                          ("c", 0, "no sample: sample 0")]
+    want = [(i, k, f"main {i} {k}") for i in ids for k in (0, 1, 70)] + [
+        ("b", 2, "new in a shard file"),
+        ("c", 0, "no sample: sample 0"),
+    ]
     assert got == want  # the first of each pair, in file order
     assert counts.duplicates == 5 and counts.corrupt_lines == 0
 

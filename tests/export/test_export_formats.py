@@ -51,7 +51,13 @@ def test_format_rows_validate_and_read_back_as_the_same_conversation(run_dir, re
         if fmt == "openai":
             assert set(row) <= {"id", "messages", "tools"}
         if fmt == "sharegpt":
-            assert {t["from"] for t in row["conversations"]} <= {"system", "human", "gpt", "observation", "function_call"}
+            assert {t["from"] for t in row["conversations"]} <= {
+                "system",
+                "human",
+                "gpt",
+                "observation",
+                "function_call",
+            }
             assert row.get("tools") is None or isinstance(json.loads(row["tools"]), list)
 
 
@@ -86,19 +92,43 @@ def test_leftover_think_markers_are_dropped(run_dir, results, tmp_path):
 
 
 def test_eval_split_is_by_prompt_id_and_deterministic(run_dir, tmp_path):
-    a = export(ExportConfig(results_dir=run_dir, output=tmp_path / "a", format="openai", eval_fraction=0.3,
-                            finish_reasons=["stop", "length"]))
-    b = export(ExportConfig(results_dir=run_dir, output=tmp_path / "b", format="openai", eval_fraction=0.3,
-                            finish_reasons=["stop", "length"]))
+    a = export(
+        ExportConfig(
+            results_dir=run_dir,
+            output=tmp_path / "a",
+            format="openai",
+            eval_fraction=0.3,
+            finish_reasons=["stop", "length"],
+        )
+    )
+    b = export(
+        ExportConfig(
+            results_dir=run_dir,
+            output=tmp_path / "b",
+            format="openai",
+            eval_fraction=0.3,
+            finish_reasons=["stop", "length"],
+        )
+    )
     assert a.written == b.written and a.written["eval"] > 0 and a.written["train"] > 0
     assert (tmp_path / "a" / "eval.jsonl").read_bytes() == (tmp_path / "b" / "eval.jsonl").read_bytes()
     train = {r["id"].rsplit("#", 1)[0] for r in read_jsonl(tmp_path / "a" / "train.jsonl")}
     evals = {r["id"].rsplit("#", 1)[0] for r in read_jsonl(tmp_path / "a" / "eval.jsonl")}
     assert not train & evals  # every sample of a prompt on one side: no leakage into eval
-    c = export(ExportConfig(results_dir=run_dir, output=tmp_path / "c.jsonl", format="openai", eval_fraction=0.3,
-                            split_salt="other", finish_reasons=["stop", "length"]))
+    c = export(
+        ExportConfig(
+            results_dir=run_dir,
+            output=tmp_path / "c.jsonl",
+            format="openai",
+            eval_fraction=0.3,
+            split_salt="other",
+            finish_reasons=["stop", "length"],
+        )
+    )
     assert set(c.outputs) == {"train", "eval"} and c.outputs["eval"].name == "c.eval.jsonl"
-    assert {r["id"] for r in read_jsonl(c.outputs["eval"])} != {r["id"] for r in read_jsonl(tmp_path / "a" / "eval.jsonl")}
+    assert {r["id"] for r in read_jsonl(c.outputs["eval"])} != {
+        r["id"] for r in read_jsonl(tmp_path / "a" / "eval.jsonl")
+    }
 
 
 def test_interrupted_export_leaves_no_half_file(run_dir, tmp_path):
@@ -144,7 +174,9 @@ def test_cli_export_writes_the_split_and_refuses_a_bad_split(run_dir, tmp_path):
     from fleetgen.cli.app import app
 
     out = tmp_path / "sf"
-    r = CliRunner().invoke(app, ["export", str(run_dir), "--format", "specforge", "--split", "eval=0.5", "-o", str(out)])
+    r = CliRunner().invoke(
+        app, ["export", str(run_dir), "--format", "specforge", "--split", "eval=0.5", "-o", str(out)]
+    )
     assert r.exit_code == 0, r.output
     assert sorted(p.name for p in out.iterdir()) == ["eval.jsonl", "train.jsonl"]
     bad = CliRunner().invoke(app, ["export", str(run_dir), "--split", "test=0.1", "-o", str(tmp_path / "x.jsonl")])

@@ -18,7 +18,7 @@ QWEN_LIKE = (
     "<|im_start|>assistant\n"
     "{% if m.reasoning_content and (keep_all or loop.last) %}<think>\n{{ m.reasoning_content }}\n</think>\n\n{% endif %}"
     "{{ m.content }}"
-    "{%- for c in (m.tool_calls or []) %}<tool_call>{\"name\": \"{{ c.function.name }}\", \"arguments\": {{ c.function.arguments }}}</tool_call>{% endfor -%}"
+    '{%- for c in (m.tool_calls or []) %}<tool_call>{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments }}}</tool_call>{% endfor -%}'
     "<|im_end|>\n"
     "{%- else -%}"
     "<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
@@ -48,20 +48,25 @@ def masked_runs(tok, ids: list[int], mask: list[int]) -> list[str]:
 
 
 def _fmt(tok, template: str | None = None, **kw) -> TokensFormat:
-    return TokensFormat(ExportConfig(results_dir=Path("."), output=Path("x.parquet"), format="tokens", **kw), tok, template)
+    return TokensFormat(
+        ExportConfig(results_dir=Path("."), output=Path("x.parquet"), format="tokens", **kw), tok, template
+    )
 
 
 def test_round_trip_passes_for_every_row_of_the_run(run_dir, results, tokenizer, tmp_path):
     out = tmp_path / "tokens.parquet"
-    cfg = ExportConfig(results_dir=run_dir, output=out, format="tokens", tokenizer="smollm2",
-                       finish_reasons=["stop", "length"])
+    cfg = ExportConfig(
+        results_dir=run_dir, output=out, format="tokens", tokenizer="smollm2", finish_reasons=["stop", "length"]
+    )
     summary = export(cfg)
     assert dict(summary.failed) == {} and summary.read == len(results) == summary.rows_written
     table = pq.read_table(out)
     assert table.num_rows == len(results)
     assert table.schema.field("input_ids").type.value_type.bit_width == 32
     rows = table.to_pylist()
-    assert all(len(r["input_ids"]) == len(r["loss_mask"]) and 0 < sum(r["loss_mask"]) < len(r["loss_mask"]) for r in rows)
+    assert all(
+        len(r["input_ids"]) == len(r["loss_mask"]) and 0 < sum(r["loss_mask"]) < len(r["loss_mask"]) for r in rows
+    )
     assert summary.supervised_tokens == sum(sum(r["loss_mask"]) for r in rows)
 
 
@@ -84,13 +89,25 @@ def test_loss_mask_covers_exactly_the_assistant_turns(results, tokenizer, kind):
 
 def _reasoning_rec() -> dict:
     return {
-        "id": "r", "sample": 0, "finish_reason": ["tool_calls", "stop"],
+        "id": "r",
+        "sample": 0,
+        "finish_reason": ["tool_calls", "stop"],
         "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}],
         "messages": [
             {"role": "user", "content": "Weather in Oslo?"},
-            {"role": "assistant", "content": "", "reasoning_content": "Call the tool.",
-             "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
-            {"role": "tool", "tool_call_id": "c1", "content": "{\"temp_c\": 3}"},
+            {
+                "role": "assistant",
+                "content": "",
+                "reasoning_content": "Call the tool.",
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": '{"temp_c": 3}'},
             {"role": "assistant", "content": "It is 3 C.", "reasoning_content": "Tool says 3."},
         ],
     }

@@ -33,7 +33,9 @@ def _a(content: str, reasoning: str | None = None) -> str:
 def _chat() -> dict:
     """Two user turns, each answered with reasoning: the second user turn rewrites the first answer."""
     return {
-        "id": "chat", "sample": 1, "finish_reason": ["stop", "stop"],
+        "id": "chat",
+        "sample": 1,
+        "finish_reason": ["stop", "stop"],
         "messages": [
             {"role": "user", "content": "Hi"},
             {"role": "assistant", "content": "Hello!", "reasoning_content": "Greet back."},
@@ -92,21 +94,30 @@ def test_reasoning_context_masks_it_out_and_drop_needs_no_split(tokenizer):
     [dropped] = _fmt(tokenizer, TEMPLATE, reasoning="drop").convert(_chat())
     assert dropped["id"] == "chat#1"
     assert _text(tokenizer, dropped) == _u("Hi") + _a("Hello!") + _u("What is 2+2?") + _a("It is 4.")
-    assert masked_runs(tokenizer, dropped["input_ids"], dropped["loss_mask"]) == ["Hello!<|im_end|>", "It is 4.<|im_end|>"]
+    assert masked_runs(tokenizer, dropped["input_ids"], dropped["loss_mask"]) == [
+        "Hello!<|im_end|>",
+        "It is 4.<|im_end|>",
+    ]
 
 
 def test_a_prefix_stable_conversation_is_still_one_row(tokenizer):
     # One user turn: both assistant turns come after it and keep their reasoning in every rendering.
     [row] = _fmt(tokenizer, TEMPLATE).convert(_reasoning_rec())
     full = (
-        _u("Weather in Oslo?") + _a(CALL, "Call the tool.") + '<|im_start|>tool\n{"temp_c": 3}<|im_end|>\n'
+        _u("Weather in Oslo?")
+        + _a(CALL, "Call the tool.")
+        + '<|im_start|>tool\n{"temp_c": 3}<|im_end|>\n'
         + _a("It is 3 C.", "Tool says 3.")
     )
     # As before splitting existed: the whole conversation encoded once, every assistant turn supervised.
     assert row == {
-        "id": "r#0", "prompt_id": "r", "sample": 0,
-        "input_ids": tokenizer(full, add_special_tokens=False)["input_ids"], "loss_mask": row["loss_mask"],
-        "ids_from": "text", "ids_reason": "not requested",  # the record holds no token ids
+        "id": "r#0",
+        "prompt_id": "r",
+        "sample": 0,
+        "input_ids": tokenizer(full, add_special_tokens=False)["input_ids"],
+        "loss_mask": row["loss_mask"],
+        "ids_from": "text",
+        "ids_reason": "not requested",  # the record holds no token ids
     }
     assert masked_runs(tokenizer, row["input_ids"], row["loss_mask"]) == [
         f"<think>\nCall the tool.\n</think>\n\n{CALL}<|im_end|>",
@@ -127,7 +138,11 @@ def test_turns_one_rendering_keeps_share_a_row(tokenizer):
         "<think>\nTool says 3.\n</think>\n\nIt is 3 C.<|im_end|>",
     ]
     assert _text(tokenizer, rows[1]) == (
-        _u("Weather in Oslo?") + _a(CALL) + tool + _a("It is 3 C.") + _u("And tomorrow?")
+        _u("Weather in Oslo?")
+        + _a(CALL)
+        + tool
+        + _a("It is 3 C.")
+        + _u("And tomorrow?")
         + _a("No forecast.", "No tool for that.")
     )
     assert masked_runs(tokenizer, rows[1]["input_ids"], rows[1]["loss_mask"]) == [
@@ -136,7 +151,9 @@ def test_turns_one_rendering_keeps_share_a_row(tokenizer):
     # A template that keeps reasoning on the last message only rewrites every earlier turn: a row per turn.
     last_only = "{%- set keep_all = false -%}" + QWEN_LIKE
     assert [r["id"] for r in _fmt(tokenizer, last_only).convert(_agent())] == [
-        "agent#0/turn0", "agent#0/turn1", "agent#0/turn2"
+        "agent#0/turn0",
+        "agent#0/turn1",
+        "agent#0/turn2",
     ]
 
 
@@ -183,8 +200,13 @@ def test_export_counts_split_conversations_and_ids_are_stable(qwen_like_tokenize
 def test_split_rows_are_filtered_one_by_one_and_stay_in_their_prompts_split(qwen_like_tokenizer, tmp_path):
     run = _results(tmp_path, _chat(), _reasoning_rec(), _agent())
     cfg = ExportConfig(
-        results_dir=run, output=tmp_path / "out", format="tokens", tokenizer=str(qwen_like_tokenizer),
-        reasoning="context", min_supervised_tokens=4, eval_fraction=0.5,
+        results_dir=run,
+        output=tmp_path / "out",
+        format="tokens",
+        tokenizer=str(qwen_like_tokenizer),
+        reasoning="context",
+        min_supervised_tokens=4,
+        eval_fraction=0.5,
     )
     summary = export(cfg)
     # "Hello!<|im_end|>" is 3 tokens, "It is 4.<|im_end|>" 6: only the first row of the chat is filtered.

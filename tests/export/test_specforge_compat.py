@@ -16,9 +16,17 @@ def _as_result(row: dict) -> dict:
     """A fleetgen result record holding the SpecForge row's conversation (as generate would write it)."""
     n = sum(m["role"] == "assistant" for m in row["conversations"])
     return {
-        "id": row["id"], "sample": 0, "messages": row["conversations"], "tools": row.get("tools"),
-        "meta": {"domain": "general"}, "finish_reason": ["stop"] * n, "usage": {"prompt_tokens": 1, "completion_tokens": 9},
-        "replica": "http://r0", "model": "m", "sampling": {"temperature": 0.7}, "timing": {"started_at": 0, "latency_s": 1},
+        "id": row["id"],
+        "sample": 0,
+        "messages": row["conversations"],
+        "tools": row.get("tools"),
+        "meta": {"domain": "general"},
+        "finish_reason": ["stop"] * n,
+        "usage": {"prompt_tokens": 1, "completion_tokens": 9},
+        "replica": "http://r0",
+        "model": "m",
+        "sampling": {"temperature": 0.7},
+        "timing": {"started_at": 0, "latency_s": 1},
     }
 
 

@@ -36,4 +36,7 @@ def test_reasoning_context_masks_the_sampled_ids_up_to_the_last_think_close():
 def test_rows_per_generation_repeat_the_history_with_only_that_generation_supervised():
     t0 = TurnIds([1], [10, EOT])
     t1 = TurnIds([1, 10, EOT, 6], [20, EOT])
-    assert rows_per_generation([t0, t1]) == [IdRow([1, 10, EOT], [0, 1, 1], 0), IdRow([1, 10, EOT, 6, 20, EOT], [0, 0, 0, 0, 1, 1], 1)]
+    assert rows_per_generation([t0, t1]) == [
+        IdRow([1, 10, EOT], [0, 1, 1], 0),
+        IdRow([1, 10, EOT, 6, 20, EOT], [0, 0, 0, 0, 1, 1], 1),
+    ]

@@ -22,14 +22,23 @@ def _trainer(module: str):
     try:
         return importlib.import_module(module)
     except ImportError as e:
-        pytest.fail(f"{module} is not importable ({e}); scripts/setup.sh installs it (speculators, specforge, --no-deps)")
+        pytest.fail(
+            f"{module} is not importable ({e}); scripts/setup.sh installs it (speculators, specforge, --no-deps)"
+        )
 
 
 @pytest.fixture(scope="module")
 def speculators_export(run_dir, tokenizer, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("trainers") / "speculators.jsonl"
-    export(ExportConfig(results_dir=run_dir, output=out, format="speculators", tokenizer="smollm2",
-                        finish_reasons=["stop", "length"]))
+    export(
+        ExportConfig(
+            results_dir=run_dir,
+            output=out,
+            format="speculators",
+            tokenizer="smollm2",
+            finish_reasons=["stop", "length"],
+        )
+    )
     return out
 
 
@@ -39,8 +48,15 @@ def test_specforge_reads_the_speculators_export_as_pre_tokenized_prompts(specula
     assert ours
     # What SpecForge's trainer calls for `data.prompts_path` (training/assembly.py, _prepare_prompts).
     prompts = builder.prepare_prompt_tasks(
-        str(speculators_export), None, chat_template=None, max_length=4096, is_preformatted=False,
-        train_only_last_turn=False, cache_dir=None, cache_key=None, num_proc=1,
+        str(speculators_export),
+        None,
+        chat_template=None,
+        max_length=4096,
+        is_preformatted=False,
+        train_only_last_turn=False,
+        cache_dir=None,
+        cache_key=None,
+        num_proc=1,
     )
     theirs = [(p["payload"]["input_ids"], p["payload"]["loss_mask"]) for p in prompts]
     assert theirs == [(r["input_ids"], r["loss_mask"]) for r in ours]  # every row, in order, unchanged
@@ -51,7 +67,12 @@ def test_speculators_reads_the_speculators_export_unchanged(speculators_export):
     from fleetgen.models.registry import resolve_model
 
     ours = read_jsonl(speculators_export)
-    ds, _ = prep.load_and_preprocess_dataset(str(resolve_model("smollm2", prepare=False)), [str(speculators_export)],
-                                             seq_length=4096, build_dataset_num_proc=1, skip_token_freq=True)
+    ds, _ = prep.load_and_preprocess_dataset(
+        str(resolve_model("smollm2", prepare=False)),
+        [str(speculators_export)],
+        seq_length=4096,
+        build_dataset_num_proc=1,
+        skip_token_freq=True,
+    )
     theirs = sorted((list(map(int, r["input_ids"])), list(map(int, r["loss_mask"]))) for r in ds)
     assert theirs == sorted((r["input_ids"], r["loss_mask"]) for r in ours)

@@ -90,9 +90,17 @@ class Recorder:
     ) -> None:
         RESULTS_DIR.mkdir(parents=True, exist_ok=True)
         row = {
-            "key": key, "fault": fault, "injected": injected, "runs": runs, "rows": audit.expected,
-            "lost": audit.lost, "duplicated": audit.duplicated, "corrupt": audit.corrupt,
-            "outcome": outcome, "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **(extra or {}),
+            "key": key,
+            "fault": fault,
+            "injected": injected,
+            "runs": runs,
+            "rows": audit.expected,
+            "lost": audit.lost,
+            "duplicated": audit.duplicated,
+            "corrupt": audit.corrupt,
+            "outcome": outcome,
+            "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            **(extra or {}),
         }
         (RESULTS_DIR / f"{key}.json").write_text(json.dumps(row, indent=2))
 
@@ -124,8 +132,9 @@ class FaultyStandin(StandinServer):
         if self.fault == "500":
             return web.json_response({"error": {"message": "stand-in: scripted 500"}}, status=500)
         if self.fault == "429":
-            return web.json_response({"error": {"message": "stand-in: too many requests"}}, status=429,
-                                     headers={"Retry-After": "0"})
+            return web.json_response(
+                {"error": {"message": "stand-in: too many requests"}}, status=429, headers={"Retry-After": "0"}
+            )
         if self.fault == "garbage":
             return web.Response(body=b"<html>\x00\xffnot json at all", status=200, content_type="application/json")
         if self.fault == "truncated":
@@ -144,9 +153,19 @@ class FaultyStandin(StandinServer):
 
 def gen_config(tmp: Path, endpoints: list[str], **kw) -> GenerateConfig:
     base = dict(
-        prompts=tmp / "p.jsonl", output_dir=tmp / "out", endpoints=endpoints, max_tokens=8, concurrency=8,
-        timeout_base_s=2.0, timeout_per_token_s=0.0, backoff_base_s=0.02, backoff_max_s=0.1,
-        replica_cooldown_s=0.2, hedge=False, commit_interval_s=0.0, model="standin",
+        prompts=tmp / "p.jsonl",
+        output_dir=tmp / "out",
+        endpoints=endpoints,
+        max_tokens=8,
+        concurrency=8,
+        timeout_base_s=2.0,
+        timeout_per_token_s=0.0,
+        backoff_base_s=0.02,
+        backoff_max_s=0.1,
+        replica_cooldown_s=0.2,
+        hedge=False,
+        commit_interval_s=0.0,
+        model="standin",
         warmup=False,  # the faults here hit the job's own requests (tests/generate/test_warmup.py: the warm-up's)
     )
     base.update(kw)

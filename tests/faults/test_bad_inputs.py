@@ -26,11 +26,11 @@ A_TOOL = '{"role": "assistant", "content": null, "tool_calls": [{"type": "functi
 BAD_ROWS: list[tuple[str, bytes, str]] = [
     ("broken JSON", b'{"id": "b1", "messages": [', "error"),
     ("trailing garbage", b'{"id": "b2", "messages": []} xyz', "error"),
-    ("not an object (list)", b'[1, 2, 3]', "error"),
+    ("not an object (list)", b"[1, 2, 3]", "error"),
     ("not an object (string)", b'"just a string"', "error"),
-    ("not an object (number)", b'42', "error"),
-    ("null row", b'null', "error"),
-    ("empty object", b'{}', "error"),
+    ("not an object (number)", b"42", "error"),
+    ("null row", b"null", "error"),
+    ("empty object", b"{}", "error"),
     ("messages is a string", b'{"id": "b8", "messages": "hello"}', "error"),
     ("messages is an object", b'{"id": "b9", "messages": {"role": "user"}}', "error"),
     ("empty messages", b'{"id": "b10", "messages": []}', "error"),
@@ -38,33 +38,64 @@ BAD_ROWS: list[tuple[str, bytes, str]] = [
     ("content is a number", b'{"id": "b12", "messages": [{"role": "user", "content": 5}]}', "error"),
     ("content a list of bare strings", b'{"id": "b13", "messages": [{"role": "user", "content": ["a"]}]}', "error"),
     ("content missing", b'{"id": "b14", "messages": [{"role": "user"}]}', "error"),
-    ("image content part", b'{"id": "b38", "messages": [{"role": "user", "content": [{"type": "text", "text": "what is this"}, {"type": "image_url", "image_url": {"url": "x.png"}}]}]}', "error"),
-    ("OpenAI text content parts", b'{"id": "b39", "messages": [{"role": "user", "content": [{"type": "text", "text": "Name one"}, {"type": "text", "text": "color."}]}]}',
-     "accepted: text parts joined by a newline, as vLLM joins them"),
+    (
+        "image content part",
+        b'{"id": "b38", "messages": [{"role": "user", "content": [{"type": "text", "text": "what is this"}, {"type": "image_url", "image_url": {"url": "x.png"}}]}]}',
+        "error",
+    ),
+    (
+        "OpenAI text content parts",
+        b'{"id": "b39", "messages": [{"role": "user", "content": [{"type": "text", "text": "Name one"}, {"type": "text", "text": "color."}]}]}',
+        "accepted: text parts joined by a newline, as vLLM joins them",
+    ),
     ("unknown role", b'{"id": "b15", "messages": [{"role": "wizard", "content": "hi"}]}', "error"),
     ("role missing", b'{"id": "b16", "messages": [{"content": "hi"}]}', "error"),
     ("only a system message", b'{"id": "b17", "messages": [{"role": "system", "content": "be brief"}]}', "error"),
     ("starts with assistant", b'{"id": "b18", "messages": [{"role": "assistant", "content": "hi"}]}', "error"),
-    ("id is a list", b'{"id": [1], "messages": [' + U.encode() + b']}', "error"),
-    ("id is empty", b'{"id": "", "messages": [' + U.encode() + b']}', "error"),
-    ("id is a bool", b'{"id": true, "messages": [' + U.encode() + b']}', "error"),
+    ("id is a list", b'{"id": [1], "messages": [' + U.encode() + b"]}", "error"),
+    ("id is empty", b'{"id": "", "messages": [' + U.encode() + b"]}", "error"),
+    ("id is a bool", b'{"id": true, "messages": [' + U.encode() + b"]}", "error"),
     ("tools not a list", b'{"id": "b22", "messages": [' + U.encode() + b'], "tools": {"a": 1}}', "error"),
     ("tools a non-JSON string", b'{"id": "b23", "messages": [' + U.encode() + b'], "tools": "[oops"}', "error"),
     ("meta not an object", b'{"id": "b24", "messages": [' + U.encode() + b'], "meta": "x"}', "error"),
-    ("tool_calls not a list", b'{"id": "b25", "messages": [' + U.encode() + b', {"role": "assistant", "content": "", "tool_calls": 3}]}', "error"),
+    (
+        "tool_calls not a list",
+        b'{"id": "b25", "messages": [' + U.encode() + b', {"role": "assistant", "content": "", "tool_calls": 3}]}',
+        "error",
+    ),
     ("unknown ShareGPT speaker", b'{"id": "b26", "conversations": [{"from": "robot", "value": "hi"}]}', "error"),
     ("conversations a number", b'{"id": "b27", "conversations": 7}', "error"),
     ("invalid UTF-8 bytes", b'{"id": "b28", "messages": [{"role": "user", "content": "caf\xe9 \xff"}]}', "error"),
     ("lone surrogate escape", b'{"id": "b29", "messages": [{"role": "user", "content": "x \\ud800 y"}]}', "error"),
     ("NaN literal", b'{"id": "b30", "messages": [' + U.encode() + b'], "meta": {"x": NaN}}', "error"),
-    ("huge broken line (2 MB)", b'{"id": "b31", "messages": [{"role": "user", "content": "' + b"x" * 2_000_000, "error"),
+    (
+        "huge broken line (2 MB)",
+        b'{"id": "b31", "messages": [{"role": "user", "content": "' + b"x" * 2_000_000,
+        "error",
+    ),
     ("duplicate id", (OK % "g0").encode(), "error"),
-    ("missing id", b'{"messages": [{"role": "user", "content": "no id here"}]}', "accepted: id derived from the content (h-<sha256>), stable across runs"),
-    ("integer id", b'{"id": 77, "messages": [' + U.encode() + b']}', "accepted: id 77 read as \"77\""),
-    ("tool call without id", b'{"id": "b35", "messages": [' + U.encode() + b', ' + A_TOOL.encode() + b', {"role": "tool", "content": "42"}, ' + U.encode() + b']}',
-     "accepted: assistant turns are regenerated; the recorded call is context the server checks"),
-    ("10 MB prompt", b'{"id": "b36", "messages": [{"role": "user", "content": "' + b"word " * 2_000_000 + b'"}]}',
-     "accepted by the reader: the server decides (vLLM answers 400 over max_model_len -> errors.jsonl)"),
+    (
+        "missing id",
+        b'{"messages": [{"role": "user", "content": "no id here"}]}',
+        "accepted: id derived from the content (h-<sha256>), stable across runs",
+    ),
+    ("integer id", b'{"id": 77, "messages": [' + U.encode() + b"]}", 'accepted: id 77 read as "77"'),
+    (
+        "tool call without id",
+        b'{"id": "b35", "messages": ['
+        + U.encode()
+        + b", "
+        + A_TOOL.encode()
+        + b', {"role": "tool", "content": "42"}, '
+        + U.encode()
+        + b"]}",
+        "accepted: assistant turns are regenerated; the recorded call is context the server checks",
+    ),
+    (
+        "10 MB prompt",
+        b'{"id": "b36", "messages": [{"role": "user", "content": "' + b"word " * 2_000_000 + b'"}]}',
+        "accepted by the reader: the server decides (vLLM answers 400 over max_model_len -> errors.jsonl)",
+    ),
     ("blank line", b"   ", "accepted: skipped"),
 ]
 
@@ -113,10 +144,13 @@ def test_bad_row_corpus_each_gets_a_reason_with_line_and_what_to_do(tmp_path, re
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     (RESULTS_DIR / "corpus_rows.json").write_text(json.dumps(corpus, indent=1))
     recorder.record(
-        "bad_rows", fault=f"bad input rows ({len(BAD_ROWS)} kinds)",
-        injected="one prompt file: each bad row between good rows (see docs/bad-inputs.md)", runs=2, audit=a,
+        "bad_rows",
+        fault=f"bad input rows ({len(BAD_ROWS)} kinds)",
+        injected="one prompt file: each bad row between good rows (see docs/bad-inputs.md)",
+        runs=2,
+        audit=a,
         outcome=f"{stats.input_errors} rows to errors.jsonl with 'line N: why; what to do', "
-                f"{len(BAD_ROWS) - stats.input_errors} accepted as documented; good rows done; resume adds nothing",
+        f"{len(BAD_ROWS) - stats.input_errors} accepted as documented; good rows done; resume adds nothing",
     )
 
 
@@ -174,7 +208,11 @@ def _config_cases(tmp_path, url):
         ("up --engine nope", ["up", "--engine", "nope", "--state", st], "engine"),
         ("up --tp 0", ["up", "--tp", "0", "--state", st], "tp"),
         ("up --port-base 80", ["up", "--port-base", "80", "--state", st], "port_base"),
-        ("up --model missing path", ["up", "--model", str(tmp_path / "no-model"), "--gpus", "none", "--state", st], "no-model"),
+        (
+            "up --model missing path",
+            ["up", "--model", str(tmp_path / "no-model"), "--gpus", "none", "--state", st],
+            "no-model",
+        ),
         ("status without a fleet", ["status", "--state", st], "st"),
     ]
 
@@ -183,18 +221,39 @@ def test_bad_configs_and_flags_each_name_the_place_and_what_to_do(tmp_path, stan
     rows = []
     for label, args, place in _config_cases(tmp_path, standin_url):
         code, text = _run_cli(args, capsys)
-        rows.append({"case": label, "args": " ".join(a.replace(str(tmp_path), "$T") for a in args), "exit": code,
-                     "text": text.replace(str(tmp_path), "$T")})
+        rows.append(
+            {
+                "case": label,
+                "args": " ".join(a.replace(str(tmp_path), "$T") for a in args),
+                "exit": code,
+                "text": text.replace(str(tmp_path), "$T"),
+            }
+        )
         assert code not in (0, None), f"{label}: accepted\n{text}"
         assert "Traceback" not in text, f"{label}: traceback\n{text}"
         assert place in text, f"{label}: does not name {place!r}\n{text}"
         assert "hint:" in text or "Try 'fleetgen" in text, f"{label}: says nothing about what to do\n{text}"
     # A resume with other sampling parameters is refused, naming what changed.
-    g = ["generate", str(tmp_path / "p.jsonl"), "-o", str(tmp_path / "o2"), "--endpoint", standin_url, "--max-tokens", "4"]
+    g = [
+        "generate",
+        str(tmp_path / "p.jsonl"),
+        "-o",
+        str(tmp_path / "o2"),
+        "--endpoint",
+        standin_url,
+        "--max-tokens",
+        "4",
+    ]
     assert _run_cli(g, capsys)[0] in (0, None)
     code, text = _run_cli(g + ["--temperature", "0.1"], capsys)
-    rows.append({"case": "resume with other sampling", "args": "generate ... --temperature 0.1 (after 0.7)", "exit": code,
-                 "text": text.replace(str(tmp_path), "$T")})
+    rows.append(
+        {
+            "case": "resume with other sampling",
+            "args": "generate ... --temperature 0.1 (after 0.7)",
+            "exit": code,
+            "text": text.replace(str(tmp_path), "$T"),
+        }
+    )
     assert code == 2 and "sampling.temperature was 0.7, now 0.1" in text and "--force" in text
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     (RESULTS_DIR / "corpus_configs.json").write_text(json.dumps(rows, indent=1))

@@ -31,10 +31,20 @@ def slow_standin():
 
 def _job(tmp_path, url, n=N):
     write_prompts(tmp_path / "p.jsonl", n)
-    cfg = write_yaml(tmp_path / "gen.yaml", {
-        "prompts": tmp_path / "p.jsonl", "output_dir": tmp_path / "out", "endpoints": [url], "model": "standin",
-        "samples": SAMPLES, "max_tokens": 8, "concurrency": 16, "hedge": False, "commit_interval_s": 0.0,
-    })
+    cfg = write_yaml(
+        tmp_path / "gen.yaml",
+        {
+            "prompts": tmp_path / "p.jsonl",
+            "output_dir": tmp_path / "out",
+            "endpoints": [url],
+            "model": "standin",
+            "samples": SAMPLES,
+            "max_tokens": 8,
+            "concurrency": 16,
+            "hedge": False,
+            "commit_interval_s": 0.0,
+        },
+    )
     # Flags given on the command line must match the YAML's (the CLI applies non-default flags over it).
     return cli("generate", str(tmp_path / "p.jsonl"), "-o", str(tmp_path / "out"), "--config", str(cfg))
 
@@ -77,13 +87,15 @@ def test_kill9_at_20_seeded_moments_then_resume(tmp_path, slow_standin, recorder
     stats = json.loads((out / "stats.json").read_text())
     mid = phases.count("writing")
     recorder.record(
-        "client_kill9", fault="kill -9 of the client (20 seeded moments, one run)",
+        "client_kill9",
+        fault="kill -9 of the client (20 seeded moments, one run)",
         injected=f"SIGKILL to `fleetgen generate`, seed 20240610: 5 kills at uniform(0.2, 1.5)s after start, 15 at "
-                 f"uniform(0, 0.8)s after its first new result bytes; "
-                 f"{mid} kills landed while results were being written, {20 - mid} in start-up; {torn} left a torn tail",
-        runs=21, audit=final,
+        f"uniform(0, 0.8)s after its first new result bytes; "
+        f"{mid} kills landed while results were being written, {20 - mid} in start-up; {torn} left a torn tail",
+        runs=21,
+        audit=final,
         outcome=f"every resume repaired the tail and went on; the last found {stats['rows']['resumed']} rows done "
-                f"and finished: {final.results} results, {final.errors} errors",
+        f"and finished: {final.results} results, {final.errors} errors",
         extra={"moments_s": moments, "phases": phases, "torn_tails": torn},
     )
     final.assert_clean()
@@ -91,7 +103,9 @@ def test_kill9_at_20_seeded_moments_then_resume(tmp_path, slow_standin, recorder
     assert mid >= 12, f"most kills must land mid-run, got {phases}"
 
 
-@pytest.mark.parametrize("signals", [["SIGTERM"], ["SIGINT"], ["SIGINT", "SIGINT"]], ids=["sigterm", "ctrl-c", "ctrl-c-twice"])
+@pytest.mark.parametrize(
+    "signals", [["SIGTERM"], ["SIGINT"], ["SIGINT", "SIGINT"]], ids=["sigterm", "ctrl-c", "ctrl-c-twice"]
+)
 def test_graceful_stop_then_resume(tmp_path, slow_standin, recorder, signals):
     n = 300
     ids = IDS[:n]
@@ -120,10 +134,12 @@ def test_graceful_stop_then_resume(tmp_path, slow_standin, recorder, signals):
     final = audit(out, ids, SAMPLES)
     label = " then ".join(signals)
     recorder.record(
-        f"client_{'_'.join(s.lower() for s in signals)}", fault=f"{label} to the client",
+        f"client_{'_'.join(s.lower() for s in signals)}",
+        fault=f"{label} to the client",
         injected=f"{label} to `fleetgen generate` after ~10 KB of results (300 prompts x 2 samples)",
-        runs=2, audit=final,
+        runs=2,
+        audit=final,
         outcome=f"exit 130 in {stop_s:.1f}s with 'stopping: waiting up to ...', stats.json interrupted, "
-                f"{stats['rows']['ok']} rows kept; resume completed",
+        f"{stats['rows']['ok']} rows kept; resume completed",
     )
     final.assert_clean()

@@ -75,10 +75,13 @@ def test_disk_full_on_a_real_tmpfs_stops_cleanly_and_resumes(tmp_path, tmpfs, st
     stats = generate(gen_config(tmp_path, [standin], output_dir=out), handle_signals=False)
     a = audit(out, IDS, 1)
     recorder.record(
-        "disk_full_tmpfs", fault="disk full (ENOSPC) while writing results",
-        injected="output directory on a 96 KiB tmpfs; space returned by remounting at 16 MiB", runs=2, audit=a,
+        "disk_full_tmpfs",
+        fault="disk full (ENOSPC) while writing results",
+        injected="output directory on a 96 KiB tmpfs; space returned by remounting at 16 MiB",
+        runs=2,
+        audit=a,
         outcome=f"stopped: '{e.message[-80:]}' / hint '{e.hint}'; {first.results} rows kept, no torn line; "
-                f"resume: {stats.resumed} done, {stats.ok} new",
+        f"resume: {stats.resumed} done, {stats.ok} new",
     )
     a.assert_clean()
 
@@ -107,8 +110,11 @@ def test_disk_full_through_the_write_seam_cuts_the_partial_batch(tmp_path, stand
     stats = generate(gen_config(tmp_path, [standin]), handle_signals=False)
     a = audit(out, IDS, 1)
     recorder.record(
-        "disk_full_seam", fault="disk full (ENOSPC), partial write",
-        injected="Journal.os_write (the os.write seam) writes what 60 KB allows, then raises ENOSPC", runs=2, audit=a,
+        "disk_full_seam",
+        fault="disk full (ENOSPC), partial write",
+        injected="Journal.os_write (the os.write seam) writes what 60 KB allows, then raises ENOSPC",
+        runs=2,
+        audit=a,
         outcome=f"the partial batch was cut back (no torn line), {first.results} rows kept; resume: {stats.ok} new",
     )
     a.assert_clean()
@@ -141,8 +147,11 @@ def test_output_directory_deleted_mid_run(tmp_path, recorder):
         server.stop()
     a = audit(out, IDS, 1)
     recorder.record(
-        "outdir_deleted", fault="output directory deleted mid-run",
-        injected="rm -r of the output directory once results.jsonl passed 5 KB", runs=2, audit=a,
+        "outdir_deleted",
+        fault="output directory deleted mid-run",
+        injected="rm -r of the output directory once results.jsonl passed 5 KB",
+        runs=2,
+        audit=a,
         outcome=f"stopped at the next commit: '{exc.value.message[-60:]}'; rerun redid all {stats.ok} rows",
     )
     a.assert_clean()
@@ -187,12 +196,14 @@ def test_output_directory_made_read_only_mid_run(tmp_path, standin, recorder, mo
     stats = generate(gen_config(tmp_path, [standin]), handle_signals=False)
     a = audit(out, IDS, 1)
     recorder.record(
-        "outdir_read_only", fault="output directory made read-only mid-run",
+        "outdir_read_only",
+        fault="output directory made read-only mid-run",
         injected="Journal.os_write raises EROFS after 5 KB (as a file system forced read-only does); then the "
-                 "directory bind-mounted read-only for the resume",
-        runs=3, audit=a,
+        "directory bind-mounted read-only for the resume",
+        runs=3,
+        audit=a,
         outcome=f"stopped: '{exc.value.message[-55:]}', {first.results} rows kept; resume into the read-only "
-                f"mount refused: '{refused}'; writable again: {stats.ok} new",
+        f"mount refused: '{refused}'; writable again: {stats.ok} new",
     )
     a.assert_clean()
 
@@ -209,8 +220,11 @@ def test_power_loss_torn_tail_is_repaired_on_resume(tmp_path, standin, recorder)
     stats = generate(gen_config(tmp_path, [standin]), handle_signals=False)
     a = audit(tmp_path / "out", ids, 1)
     recorder.record(
-        "power_loss_torn_tail", fault="power loss mid-write (torn last line)",
-        injected="results.jsonl truncated to 30 lines and half of the 31st", runs=2, audit=a,
+        "power_loss_torn_tail",
+        fault="power loss mid-write (torn last line)",
+        injected="results.jsonl truncated to 30 lines and half of the 31st",
+        runs=2,
+        audit=a,
         outcome=f"resume cut the torn line (note printed) and redid {stats.ok} rows",
     )
     a.assert_clean()

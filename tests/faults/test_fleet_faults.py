@@ -55,9 +55,20 @@ def keyed_fleet(tmp_path_factory):
 
 def _cfg(tmp_path: Path, state: Path, **kw) -> GenerateConfig:
     base = dict(
-        prompts=tmp_path / "p.jsonl", output_dir=tmp_path / "out", fleet_state=state, api_key=KEY, max_tokens=16,
-        temperature=0.0, hedge=False, commit_interval_s=0.0, backoff_base_s=0.1, backoff_max_s=0.5,
-        replica_cooldown_s=1.0, give_up_after_s=8.0, timeout_base_s=30.0, timeout_per_token_s=0.0,
+        prompts=tmp_path / "p.jsonl",
+        output_dir=tmp_path / "out",
+        fleet_state=state,
+        api_key=KEY,
+        max_tokens=16,
+        temperature=0.0,
+        hedge=False,
+        commit_interval_s=0.0,
+        backoff_base_s=0.1,
+        backoff_max_s=0.5,
+        replica_cooldown_s=1.0,
+        give_up_after_s=8.0,
+        timeout_base_s=30.0,
+        timeout_per_token_s=0.0,
     )
     base.update(kw)
     return GenerateConfig(**base)
@@ -65,7 +76,8 @@ def _cfg(tmp_path: Path, state: Path, **kw) -> GenerateConfig:
 
 def _post(url: str, key: str | None) -> int:
     req = urllib.request.Request(
-        url + "/v1/chat/completions", method="POST",
+        url + "/v1/chat/completions",
+        method="POST",
         data=b'{"model":"SmolLM2-135M-Instruct","messages":[{"role":"user","content":"hi"}],"max_tokens":2}',
         headers={"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})},
     )
@@ -115,9 +127,23 @@ def test_output_files_follow_the_umask(keyed_fleet, tmp_path):
     write_prompts(tmp_path / "p.jsonl", 3)
     env = {**os.environ, "FLEETGEN_API_KEY": KEY}
     r = subprocess.run(
-        cli("generate", str(tmp_path / "p.jsonl"), "-o", str(tmp_path / "out"), "--fleet", str(keyed_fleet),
-            "--max-tokens", "8", "--temperature", "0"),
-        capture_output=True, text=True, timeout=300, env=env, preexec_fn=lambda: os.umask(0o027),
+        cli(
+            "generate",
+            str(tmp_path / "p.jsonl"),
+            "-o",
+            str(tmp_path / "out"),
+            "--fleet",
+            str(keyed_fleet),
+            "--max-tokens",
+            "8",
+            "--temperature",
+            "0",
+        ),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        preexec_fn=lambda: os.umask(0o027),
     )
     assert r.returncode == 0, r.stderr[-1500:]
     for name in ("results.jsonl", "errors.jsonl", "job.json", "stats.json"):
@@ -135,11 +161,14 @@ def test_kill9_one_replica_mid_run(keyed_fleet, tmp_path, recorder):
     killer.join(5)
     a = audit(tmp_path / "out", ids, 1)
     recorder.record(
-        "replica_kill9_one", fault="kill -9 of one replica (of 2) mid-run, --concurrency auto",
-        injected="SIGKILL to replica 1's process group (real vLLM-CPU) once results.jsonl passed 3 KB", runs=1, audit=a,
+        "replica_kill9_one",
+        fault="kill -9 of one replica (of 2) mid-run, --concurrency auto",
+        injected="SIGKILL to replica 1's process group (real vLLM-CPU) once results.jsonl passed 3 KB",
+        runs=1,
+        audit=a,
         outcome=f"in-flight requests retried on replica 0; {stats.ok} ok, {stats.errors} errors, "
-                f"replica 1: {stats.replicas[1].failures} failures, out of rotation; limits (min-max) "
-                + ", ".join(f"{r.window_min}-{r.window_max}" for r in stats.replicas),
+        f"replica 1: {stats.replicas[1].failures} failures, out of rotation; limits (min-max) "
+        + ", ".join(f"{r.window_min}-{r.window_max}" for r in stats.replicas),
     )
     a.assert_clean()
     assert stats.ok == n and stats.replicas[0].ok > stats.replicas[1].ok
@@ -163,18 +192,35 @@ def test_kill9_all_replicas_stops_then_resumes_on_a_new_fleet(keyed_fleet, tmp_p
     down(keyed_fleet, grace_s=5)
     start_fleet(keyed_fleet, replicas=1, api_key=KEY)  # the fleet is back (new port, same state dir)
     r = subprocess.run(
-        cli("generate", str(tmp_path / "p.jsonl"), "-o", str(tmp_path / "out"), "--fleet", str(keyed_fleet),
-            "--max-tokens", "16", "--temperature", "0", "--no-hedge", "--api-key", KEY),
-        capture_output=True, text=True, timeout=300,
+        cli(
+            "generate",
+            str(tmp_path / "p.jsonl"),
+            "-o",
+            str(tmp_path / "out"),
+            "--fleet",
+            str(keyed_fleet),
+            "--max-tokens",
+            "16",
+            "--temperature",
+            "0",
+            "--no-hedge",
+            "--api-key",
+            KEY,
+        ),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert r.returncode == 0, r.stderr[-1500:]
     a = audit(tmp_path / "out", ids, 1)
     recorder.record(
-        "replica_kill9_all", fault="kill -9 of all replicas mid-run",
+        "replica_kill9_all",
+        fault="kill -9 of all replicas mid-run",
         injected="SIGKILL to every replica's process group once results.jsonl passed 3 KB; `up` again, resume",
-        runs=2, audit=a,
+        runs=2,
+        audit=a,
         outcome=f"stopped after 8 s: '{e.message[:60]}...' (hint: {e.hint}); {first.results} rows kept; "
-                f"resume on the new fleet finished",
+        f"resume on the new fleet finished",
     )
     a.assert_clean()
     _assert_key_absent([tmp_path, keyed_fleet])

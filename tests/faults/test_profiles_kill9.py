@@ -36,11 +36,22 @@ def test_profiles_survive_kill9_and_resume(tmp_path):
     try:
         write_prompts(tmp_path / "p.jsonl", N)
         out = tmp_path / "out"
-        conf = write_yaml(tmp_path / "gen.yaml", {
-            "prompts": tmp_path / "p.jsonl", "output_dir": out, "endpoints": [url], "model": "standin",
-            "samples": SAMPLES, "max_tokens": 8, "concurrency": 16, "hedge": False, "commit_interval_s": 0.0,
-            "seed": SEED, "profiles": PROFILES,
-        })
+        conf = write_yaml(
+            tmp_path / "gen.yaml",
+            {
+                "prompts": tmp_path / "p.jsonl",
+                "output_dir": out,
+                "endpoints": [url],
+                "model": "standin",
+                "samples": SAMPLES,
+                "max_tokens": 8,
+                "concurrency": 16,
+                "hedge": False,
+                "commit_interval_s": 0.0,
+                "seed": SEED,
+                "profiles": PROFILES,
+            },
+        )
         args = cli("generate", str(tmp_path / "p.jsonl"), "-o", str(out), "--config", str(conf))
         rng = random.Random(5)
         for k in range(3):

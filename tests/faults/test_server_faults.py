@@ -41,8 +41,11 @@ def test_intermittent_fault_is_retried_to_completion(tmp_path, recorder, fault):
         server.stop()
     a = audit(tmp_path / "out", IDS, 1)
     recorder.record(
-        f"server_{fault}_intermittent", fault=f"replica answers {fault} (every 3rd request)",
-        injected=f"stand-in: {WHAT[fault]} on requests 3, 6, 9, ...", runs=1, audit=a,
+        f"server_{fault}_intermittent",
+        fault=f"replica answers {fault} (every 3rd request)",
+        injected=f"stand-in: {WHAT[fault]} on requests 3, 6, 9, ...",
+        runs=1,
+        audit=a,
         outcome=f"{server.faults} faults retried; {stats.ok} ok, {stats.errors} errors",
     )
     a.assert_clean()
@@ -72,7 +75,9 @@ def test_persistent_fault_becomes_row_errors_then_retry_errors_completes(tmp_pat
     first = audit(tmp_path / "out", ids, 1)
     assert first.duplicated == 0 and first.corrupt == 0, first
     reasons = [r for r in first.error_reasons]
-    key = {"500": "HTTP 500", "429": "HTTP 429", "garbage": "not a chat completion", "truncated": "connection error"}[fault]
+    key = {"500": "HTTP 500", "429": "HTTP 429", "garbage": "not a chat completion", "truncated": "connection error"}[
+        fault
+    ]
     assert all(key in r for r in reasons), reasons[:2]
     healthy = StandinServer()
     url2 = healthy.start()
@@ -82,11 +87,15 @@ def test_persistent_fault_becomes_row_errors_then_retry_errors_completes(tmp_pat
         healthy.stop()
     a = audit(tmp_path / "out", ids, 1)
     recorder.record(
-        f"server_{fault}_persistent", fault=f"replica answers {fault} to every request",
-        injected=f"stand-in: {WHAT[fault]} always; then a healthy stand-in and --retry-errors", runs=2, audit=a,
+        f"server_{fault}_persistent",
+        fault=f"replica answers {fault} to every request",
+        injected=f"stand-in: {WHAT[fault]} always; then a healthy stand-in and --retry-errors",
+        runs=2,
+        audit=a,
         outcome=(f"stopped cleanly after 2 s: '{stopped.message[:40]}...'" if stopped else "run completed")
-                + f"; {len(reasons)} rows in errors.jsonl"
-                + (f" ('{reasons[0][:50]}')" if reasons else "") + f"; resume with --retry-errors: {again.ok} ok",
+        + f"; {len(reasons)} rows in errors.jsonl"
+        + (f" ('{reasons[0][:50]}')" if reasons else "")
+        + f"; resume with --retry-errors: {again.ok} ok",
     )
     a.assert_clean()
     assert a.errors == 0 and a.results == 12
@@ -106,9 +115,11 @@ def test_replica_that_hangs_without_closing_is_routed_around(tmp_path, recorder)
     wall = time.monotonic() - t0
     a = audit(tmp_path / "out", IDS, 1)
     recorder.record(
-        "server_hang", fault="a replica hangs without closing connections",
+        "server_hang",
+        fault="a replica hangs without closing connections",
         injected="stand-in accepts every request and never answers nor closes; a second, healthy stand-in",
-        runs=1, audit=a,
+        runs=1,
+        audit=a,
         outcome=f"requests timed out (1 s), the replica left rotation; {stats.ok} ok on the healthy one in {wall:.1f}s",
     )
     a.assert_clean()

@@ -7,7 +7,9 @@ import sys
 
 
 def up(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fleetgen.cli.app", "up", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "fleetgen.cli.app", "up", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_yaml_value_is_used_when_no_flag_is_typed(tmp_path):

@@ -27,7 +27,10 @@ def flag(cmd: list[str], name: str) -> str:
 
 def test_vllm_command_pins_port_model_and_passes_extra_args_verbatim():
     eng = get_engine("vllm")
-    cmd = eng.command(spec(port=30003, max_running_requests=64, context_length=4096, extra_args=("--dtype", "bfloat16", "--foo=1")), "py")
+    cmd = eng.command(
+        spec(port=30003, max_running_requests=64, context_length=4096, extra_args=("--dtype", "bfloat16", "--foo=1")),
+        "py",
+    )
     assert cmd[:3] == ["py", "-m", "vllm.entrypoints.openai.api_server"]
     assert flag(cmd, "--port") == "30003"
     assert flag(cmd, "--model") == "/m"
@@ -65,7 +68,9 @@ def test_vllm_tool_call_parser_brings_auto_tool_choice():
     eng = get_engine("vllm")
     cmd = eng.command(spec(tool_call_parser="qwen3_coder"), "py")
     assert flag(cmd, "--tool-call-parser") == "qwen3_coder" and cmd.count("--enable-auto-tool-choice") == 1
-    told = eng.command(spec(tool_call_parser="hermes", extra_args=("--enable-auto-tool-choice", "--tool-call-parser=hermes")), "py")
+    told = eng.command(
+        spec(tool_call_parser="hermes", extra_args=("--enable-auto-tool-choice", "--tool-call-parser=hermes")), "py"
+    )
     assert told.count("--enable-auto-tool-choice") == 1 and "--tool-call-parser" not in told
     plain = eng.command(spec(), "py")
     assert "--enable-auto-tool-choice" not in plain and "--tool-call-parser" not in plain
@@ -97,7 +102,7 @@ def test_vllm_tool_call_flags_parse_with_vllms_own_parser_and_name_a_registered_
     r = subprocess.run([sys.executable, "-c", code, json.dumps(argvs)], capture_output=True, text=True, timeout=300)
     line = next((x for x in r.stdout.splitlines() if x.startswith("RESULT ")), None)
     assert line, r.stderr[-2000:]
-    assert json.loads(line[len("RESULT "):]) == [[True, "qwen3_coder", True], [True, "hermes", True]]
+    assert json.loads(line[len("RESULT ") :]) == [[True, "qwen3_coder", True], [True, "hermes", True]]
 
 
 def test_vllm_api_key_goes_to_environment_not_argv():
@@ -171,36 +176,44 @@ def test_vllm_phases_and_fatal_lines_from_real_log_text():
     assert eng.fatal_of("INFO Loading weights took 0.58 seconds") is None
 
 
-METRICS = '''# HELP vllm:num_requests_running Number of requests in model execution batches.
+METRICS = """# HELP vllm:num_requests_running Number of requests in model execution batches.
 # TYPE vllm:num_requests_running gauge
 vllm:num_requests_running{engine="0",model_name="smollm2"} 3.0
 vllm:num_requests_waiting{engine="0",model_name="smollm2"} 1.0
 vllm:generation_tokens_total{engine="0",model_name="smollm2"} 120.0
 vllm:kv_cache_usage_perc{engine="0",model_name="smollm2"} 0.25
 vllm:cache_config_info{block_size="128",cache_dtype="auto",enable_prefix_caching="True",engine="0",num_gpu_blocks="728"} 1.0
-'''
+"""
 
 
 def test_vllm_metrics_and_effective_config():
     eng = get_engine("vllm")
     m = eng.parse_metrics(METRICS)
     assert (m.running, m.waiting, m.generation_tokens_total, m.kv_cache_usage) == (3.0, 1.0, 120.0, 0.25)
-    cfg = eng.effective_config({
-        "/v1/models": {"data": [{"id": "smollm2", "max_model_len": 2048}]},
-        "/version": {"version": "0.32.0"},
-        "/metrics": METRICS,
-    })
+    cfg = eng.effective_config(
+        {
+            "/v1/models": {"data": [{"id": "smollm2", "max_model_len": 2048}]},
+            "/version": {"version": "0.32.0"},
+            "/metrics": METRICS,
+        }
+    )
     assert cfg == {
-        "model": "smollm2", "max_model_len": 2048, "version": "0.32.0",
-        "cache.block_size": "128", "cache.cache_dtype": "auto", "cache.num_gpu_blocks": "728",
+        "model": "smollm2",
+        "max_model_len": 2048,
+        "version": "0.32.0",
+        "cache.block_size": "128",
+        "cache.cache_dtype": "auto",
+        "cache.num_gpu_blocks": "728",
         "cache.enable_prefix_caching": "True",
     }
 
 
 def test_compare_configs_reports_each_differing_field():
     hard, soft = compare_configs(
-        [{"model": "a", "max_model_len": 2048, "cache.num_gpu_blocks": "10"},
-         {"model": "a", "max_model_len": 4096, "cache.num_gpu_blocks": "11"}],
+        [
+            {"model": "a", "max_model_len": 2048, "cache.num_gpu_blocks": "10"},
+            {"model": "a", "max_model_len": 4096, "cache.num_gpu_blocks": "11"},
+        ],
         frozenset({"cache.num_gpu_blocks"}),
     )
     assert hard == ["max_model_len: replica 0=2048, replica 1=4096"]
@@ -212,11 +225,11 @@ def test_metrics_text_is_read_by_prometheus_client_parser():
     from fleetgen.fleet.engines.base import metric_labels, metric_totals
 
     text = (
-        '# TYPE vllm:num_requests_running gauge\n'
+        "# TYPE vllm:num_requests_running gauge\n"
         'vllm:num_requests_running{engine="0"} 2.0\n'
         'vllm:num_requests_running{engine="1"} 3.0\n'
         'vllm:cache_config_info{block_size="16",note="say \\"hi\\", then }"} 1.0\n'
-        'this line is not prometheus text\n'
+        "this line is not prometheus text\n"
         'vllm:num_requests_waiting{engine="0"} 9.0\n'
     )
     assert metric_totals(text) == {"vllm:num_requests_running": 5.0, "vllm:cache_config_info": 1.0}

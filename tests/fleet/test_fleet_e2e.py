@@ -87,8 +87,13 @@ def test_replica_dying_during_startup_is_reported_with_its_log(tmp_path):
     bad.mkdir()
     (bad / "config.json").write_text(json.dumps({"model_type": "llama", "architectures": ["NoSuchArch"]}))
     cfg = FleetConfig(
-        model=str(bad), replicas=1, gpus="none", port_base=free_port_base(1), state_dir=tmp_path / "s",
-        enforce_eager=True, startup_timeout_s=300,
+        model=str(bad),
+        replicas=1,
+        gpus="none",
+        port_base=free_port_base(1),
+        state_dir=tmp_path / "s",
+        enforce_eager=True,
+        startup_timeout_s=300,
     )
     with pytest.raises(ReplicaStartError) as info:
         asyncio.run(up(cfg))
@@ -116,7 +121,9 @@ def test_lifecycle_kill_a_replica_then_down_twice_leaves_nothing(tmp_path):
     assert down(state_dir, grace_s=10) > 0
     all_pids = [pid for t in trees.values() for pid in t]
     time.sleep(0.5)
-    leftover = [pid for pid in all_pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    leftover = [
+        pid for pid in all_pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    ]
     assert leftover == [], f"processes left behind: {leftover}"
 
     second = cli("down", "--state", str(state_dir))
@@ -136,7 +143,9 @@ def test_seeded_requests_under_load_keep_the_cpu_engine_alive_and_reproduce(cpu_
                 body = {
                     "model": cpu_fleet.served_model_name,
                     "messages": [{"role": "user", "content": f"Story {i}: " + "cats and dogs " * (5 + 40 * (i % 7))}],
-                    "max_tokens": 12, "temperature": 1.0, "seed": seed,
+                    "max_tokens": 12,
+                    "temperature": 1.0,
+                    "seed": seed,
                 }
                 async with s.post(endpoint + "/v1/chat/completions", json=body) as r:
                     assert r.status == 200, await r.text()

@@ -51,8 +51,15 @@ def test_each_replica_gets_an_equal_share_of_the_whole_gpu():
 def _plan(monkeypatch, tmp_path, engine: str, args: list[str], gpus: int = 1, replicas: int = 2, per_gpu: int = 2):
     fake = [GpuInfo(i, "NVIDIA H200", 141 << 30, (9, 0)) for i in range(gpus)]
     monkeypatch.setattr(local, "discover_gpus", lambda: fake)
-    cfg = FleetConfig(engine=engine, model="/models/m", gpus="all", replicas=replicas, replicas_per_gpu=per_gpu,
-                      engine_args=args, state_dir=tmp_path)
+    cfg = FleetConfig(
+        engine=engine,
+        model="/models/m",
+        gpus="all",
+        replicas=replicas,
+        replicas_per_gpu=per_gpu,
+        engine_args=args,
+        state_dir=tmp_path,
+    )
     specs = plan_replicas(cfg, "/models/m", local.LocalBackend())
     return specs, [get_engine(engine).command(s, "python") for s in specs]
 
@@ -84,13 +91,17 @@ def test_eight_replicas_on_one_gpu_keep_a_given_fraction_that_fits(monkeypatch, 
     assert held == pytest.approx([0.11] * 8, abs=2e-3)  # the user's 0.11 each, not a split of it
 
 
-@pytest.mark.parametrize(("engine", "flag", "value", "replicas", "total", "most"), [
-    ("sglang", "--mem-fraction-static", "0.5", 8, "4.00", "0.11"),
-    ("sglang", "--mem-fraction-static", "0.5", 2, "1.00", "0.45"),
-    ("vllm", "--gpu-memory-utilization", "0.3", 4, "1.20", "0.22"),
-])
-def test_a_given_fraction_that_does_not_fit_is_refused_naming_the_flag(monkeypatch, tmp_path, engine, flag, value,
-                                                                      replicas, total, most):
+@pytest.mark.parametrize(
+    ("engine", "flag", "value", "replicas", "total", "most"),
+    [
+        ("sglang", "--mem-fraction-static", "0.5", 8, "4.00", "0.11"),
+        ("sglang", "--mem-fraction-static", "0.5", 2, "1.00", "0.45"),
+        ("vllm", "--gpu-memory-utilization", "0.3", 4, "1.20", "0.22"),
+    ],
+)
+def test_a_given_fraction_that_does_not_fit_is_refused_naming_the_flag(
+    monkeypatch, tmp_path, engine, flag, value, replicas, total, most
+):
     with pytest.raises(ConfigError) as e:
         _plan(monkeypatch, tmp_path, engine, [flag, value], replicas=replicas, per_gpu=replicas)
     assert e.value.message.startswith(f"{replicas} replicas share GPU 0 at {flag} {value} each = {total} of the GPU")
@@ -137,10 +148,24 @@ def test_memory_shares_differ_softly_only_where_replicas_share_a_gpu(caplog):
     from fleetgen.fleet.state import ReplicaState
 
     # What the two H200 replicas reported: 0.4 and 0.667 of the memory each found free.
-    configs = [{"mem_fraction_static": 0.4, "max_total_num_tokens": 1810423},
-               {"mem_fraction_static": 0.667, "max_total_num_tokens": 1769572}]
-    replicas = [ReplicaState(index=i, endpoint=f"http://127.0.0.1:{30000 + i}", pid=1, create_time=0.0, engine="sglang",
-                             model="m", served_model_name="m", log_path="x", command=[]) for i in range(2)]
+    configs = [
+        {"mem_fraction_static": 0.4, "max_total_num_tokens": 1810423},
+        {"mem_fraction_static": 0.667, "max_total_num_tokens": 1769572},
+    ]
+    replicas = [
+        ReplicaState(
+            index=i,
+            endpoint=f"http://127.0.0.1:{30000 + i}",
+            pid=1,
+            create_time=0.0,
+            engine="sglang",
+            model="m",
+            served_model_name="m",
+            log_path="x",
+            command=[],
+        )
+        for i in range(2)
+    ]
     with caplog.at_level(logging.INFO, logger="fleetgen"):
         verify.record_configs(replicas, configs, verify.SOFT_CONFIG_FIELDS | verify.SHARING_SOFT_FIELDS)
     assert "mem_fraction_static" in caplog.text

@@ -80,8 +80,14 @@ def test_cpu_seconds_of_counts_a_replicas_own_tree_and_nothing_of_a_process_gone
     replica = ReplicaState.model_construct(pid=gone.pid, create_time=ctime, boot_time=boot)
     gone.wait()
     assert cpu_seconds_of(replica) == 0.0  # gone: not counted (nor a later process on its pid)
-    spin = subprocess.Popen(["python3", "-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\ntime.sleep(60)"],
-                            start_new_session=True)
+    spin = subprocess.Popen(
+        [
+            "python3",
+            "-c",
+            "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\ntime.sleep(60)",
+        ],
+        start_new_session=True,
+    )
     try:
         ctime, boot = started(spin.pid)
         replica = ReplicaState.model_construct(pid=spin.pid, create_time=ctime, boot_time=boot)

@@ -42,10 +42,13 @@ def _cli(*args: str) -> list[str]:
 
 def _prompts(path: Path, n: int, prefix: str) -> list[str]:
     ids = [f"{prefix}{i}" for i in range(n)]
-    path.write_text("".join(
-        json.dumps({"id": i, "messages": [{"role": "user", "content": f"Name one animal and one color. ({i})"}]}) + "\n"
-        for i in ids
-    ))
+    path.write_text(
+        "".join(
+            json.dumps({"id": i, "messages": [{"role": "user", "content": f"Name one animal and one color. ({i})"}]})
+            + "\n"
+            for i in ids
+        )
+    )
     return ids
 
 
@@ -81,7 +84,10 @@ def _wait_gone(pids: set[int], timeout: float) -> set[int]:
 
 async def _health(endpoint: str) -> int | None:
     try:
-        async with aiohttp.ClientSession() as s, s.get(endpoint + "/health", timeout=aiohttp.ClientTimeout(total=10)) as r:
+        async with (
+            aiohttp.ClientSession() as s,
+            s.get(endpoint + "/health", timeout=aiohttp.ClientTimeout(total=10)) as r,
+        ):
             return r.status
     except (aiohttp.ClientError, TimeoutError, OSError):
         return None
@@ -135,9 +141,19 @@ def cluster():
 def fleet(cluster, tmp_path_factory):
     state_dir = tmp_path_factory.mktemp("ray-fleet")
     cfg = FleetConfig(
-        engine="vllm", model="smollm2", replicas=2, gpus="none", port_base=free_port_base(2),
-        state_dir=state_dir, enforce_eager=True, cpu_kv_cache_gb=1, max_running_requests=32,
-        context_length=2048, stop_grace_s=10, ray=cluster.address, ray_resources={SLOT: 1},
+        engine="vllm",
+        model="smollm2",
+        replicas=2,
+        gpus="none",
+        port_base=free_port_base(2),
+        state_dir=state_dir,
+        enforce_eager=True,
+        cpu_kv_cache_gb=1,
+        max_running_requests=32,
+        context_length=2048,
+        stop_grace_s=10,
+        ray=cluster.address,
+        ray_resources={SLOT: 1},
         ray_schedule_timeout_s=60,
     )
     t0 = time.monotonic()
@@ -157,7 +173,9 @@ def test_up_places_one_verified_replica_per_node(fleet, cluster):
     for r in state.replicas:
         assert ray.get_actor(r.actor, namespace="fleetgen") is not None
         assert r.endpoint.startswith(f"http://{r.node}:") and r.effective_config["model"] == "smollm2"
-        assert psutil.Process(r.pid).create_time() - psutil.boot_time() == pytest.approx(r.create_time - r.boot_time, abs=1)
+        assert psutil.Process(r.pid).create_time() - psutil.boot_time() == pytest.approx(
+            r.create_time - r.boot_time, abs=1
+        )
     assert state.replicas[0].effective_config == state.replicas[1].effective_config
     # Both "nodes" share this host: unpinned, the replicas' threads fought over the same cores (one starved).
     cores = [set(r.cpus) for r in state.replicas]
@@ -170,7 +188,9 @@ def test_status_sees_every_replica_through_its_actor(fleet):
     _, statuses = asyncio.run(fleet_status(state_dir, sample_s=0))
     assert [s.healthy for s in statuses] == [True, True]
     assert all(s.alive and s.node and s.memory_mib and s.memory_mib > 300 for s in statuses)
-    out = subprocess.run(_cli("status", "--state", str(state_dir), "--json"), capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        _cli("status", "--state", str(state_dir), "--json"), capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert [r["healthy"] for r in json.loads(out.stdout)["replicas"]] == [True, True]
 
@@ -182,7 +202,9 @@ def test_generate_drives_the_ray_fleet_from_its_state(fleet, tmp_path):
     t0 = time.monotonic()
     run = subprocess.run(
         _cli("generate", str(tmp_path / "p.jsonl"), "--fleet", str(state_dir), "-o", str(out), "--max-tokens", "16"),
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     print(f"200 rows in {time.monotonic() - t0:.0f}s")
     assert run.returncode == 0, run.stderr[-2000:]
@@ -201,7 +223,9 @@ def test_losing_a_node_mid_run_loses_no_row(fleet, cluster, tmp_path):
     out = tmp_path / "out"
     proc = subprocess.Popen(
         _cli("generate", str(tmp_path / "p.jsonl"), "--fleet", str(state_dir), "-o", str(out), "--max-tokens", "16"),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         deadline = time.monotonic() + 180
@@ -232,7 +256,9 @@ def test_supervisor_asks_ray_for_a_replacement_and_a_running_job_uses_it(fleet, 
     out = tmp_path / "out"
     proc = subprocess.Popen(
         _cli("generate", str(tmp_path / "p.jsonl"), "--fleet", str(state_dir), "-o", str(out), "--max-tokens", "16"),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     new_node = cluster.add_node(num_cpus=1, resources={SLOT: 1}, object_store_memory=80 * MIB)
     events = []
@@ -272,7 +298,9 @@ def test_supervisor_asks_ray_for_a_replacement_and_a_running_job_uses_it(fleet, 
     assert {r["replica"] for r in results} == {state.replicas[0].endpoint, replaced.endpoint}
     stats = json.loads((out / "stats.json").read_text())
     assert [(r["index"], r["endpoint"]) for r in stats["replicas"]] == [
-        (0, state.replicas[0].endpoint), (1, state.replicas[1].endpoint), (1, replaced.endpoint),
+        (0, state.replicas[0].endpoint),
+        (1, state.replicas[1].endpoint),
+        (1, replaced.endpoint),
     ]
     assert stats["replicas"][2]["failures"] == 0  # joined once verified, not while it was loading
 
@@ -282,8 +310,10 @@ def test_down_leaves_no_actor_and_no_server(fleet):
     state = read_state(state_dir)
     servers = set().union(*(_tree(r.pid) for r in state.replicas))
     sentinels = {
-        p.pid for p in psutil.process_iter(["cmdline"])
-        if p.info["cmdline"] and "os.killpg" in " ".join(p.info["cmdline"])
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if p.info["cmdline"]
+        and "os.killpg" in " ".join(p.info["cmdline"])
         and any(str(r.pid) in p.info["cmdline"] for r in state.replicas)
     }
     assert servers and sentinels
@@ -295,7 +325,8 @@ def test_down_leaves_no_actor_and_no_server(fleet):
     prefix = f"fleetgen-{state.fleet_id}-"
     assert not [a for a in ray.util.list_named_actors(all_namespaces=True) if a["name"].startswith(prefix)]
     assert not [
-        pg for pg in ray.util.placement_group_table().values()
+        pg
+        for pg in ray.util.placement_group_table().values()
         if pg["name"].startswith(prefix) and pg["state"] != "REMOVED"
     ]
     assert not _wait_gone(servers | sentinels, 15), "a server or sentinel process outlived `down`"

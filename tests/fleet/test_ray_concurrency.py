@@ -29,7 +29,9 @@ sys.path.insert(0, str(Path(__file__).parent / "sglang"))
 from test_sglang_protocol import StandinSglang, config, free_port, start  # noqa: E402
 
 GRACE_S = 3.0
-IGNORES_SIGTERM = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(600)"
+IGNORES_SIGTERM = (
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(600)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +40,13 @@ def one_node():
         ray.shutdown()
     # The stand-in actors below live in this module: the workers import it (and this tree's fleetgen) by path.
     paths = [str(Path(fleetgen.__file__).parents[1]), str(Path(__file__).parent), str(Path(__file__).parent / "sglang")]
-    ray.init(num_cpus=4, namespace=ray_backend.NAMESPACE, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": ":".join(paths), "RAY_memory_monitor_refresh_ms": "0"}})
+    ray.init(
+        num_cpus=4,
+        namespace=ray_backend.NAMESPACE,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": ":".join(paths), "RAY_memory_monitor_refresh_ms": "0"}},
+    )
     yield
     ray.shutdown()
 
@@ -61,7 +68,9 @@ class StubbornServer:
     """Stand-in for a replica's actor whose server ignores SIGTERM; stops it as `ReplicaServer.stop` does."""
 
     def __init__(self, times: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", IGNORES_SIGTERM], stdout=subprocess.PIPE, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", IGNORES_SIGTERM], stdout=subprocess.PIPE, start_new_session=True
+        )
         self.proc.stdout.readline()  # SIGTERM is ignored from here on
         self.ctime = psutil.Process(self.proc.pid).create_time()
         self.times = times
@@ -86,10 +95,17 @@ def test_a_hung_node_does_not_hold_up_another_replicas_readiness(one_node, tmp_p
 
     async def scenario() -> float:
         progress = lambda p: seen[p.index].append(p.phase)  # noqa: E731
-        waiting = asyncio.ensure_future(verify.wait_ready(
-            engine, hung_replica, ray_backend.actor_liveness(hung), config(tmp_path), None, progress,
-            follower=ray_backend.ActorLogFollower(hung, "/nonexistent/replica-1.log"),
-        ))
+        waiting = asyncio.ensure_future(
+            verify.wait_ready(
+                engine,
+                hung_replica,
+                ray_backend.actor_liveness(hung),
+                config(tmp_path),
+                None,
+                progress,
+                follower=ray_backend.ActorLogFollower(hung, "/nonexistent/replica-1.log"),
+            )
+        )
         await asyncio.sleep(0.5)  # the hung replica's first log read is in flight
         t0 = time.monotonic()
         await verify.wait_ready(engine, good, proc, config(tmp_path), None, progress)
@@ -124,8 +140,18 @@ def test_an_actor_call_that_times_out_means_unsure_not_dead(one_node, monkeypatc
 
 
 def _replica(index: int, pid: int, tmp: Path, **kw) -> ReplicaState:
-    return ReplicaState(index=index, endpoint="http://127.0.0.1:1", pid=pid, create_time=psutil.Process(pid).create_time(),
-                        engine="vllm", model="m", served_model_name="m", log_path=str(tmp / "log"), command=["stand-in"], **kw)
+    return ReplicaState(
+        index=index,
+        endpoint="http://127.0.0.1:1",
+        pid=pid,
+        create_time=psutil.Process(pid).create_time(),
+        engine="vllm",
+        model="m",
+        served_model_name="m",
+        log_path=str(tmp / "log"),
+        command=["stand-in"],
+        **kw,
+    )
 
 
 def test_down_stops_every_replica_at_once(one_node, tmp_path):
@@ -135,7 +161,11 @@ def test_down_stops_every_replica_at_once(one_node, tmp_path):
     actors = [StubbornServer.options(name=n, namespace=ray_backend.NAMESPACE).remote(str(times)) for n in names]
     pids = ray.get([a.pid.remote() for a in actors])
     state = FleetState(
-        engine="vllm", model="m", served_model_name="m", backend="ray", fleet_id=fleet_id,
+        engine="vllm",
+        model="m",
+        served_model_name="m",
+        backend="ray",
+        fleet_id=fleet_id,
         ray_address=ray.get_runtime_context().gcs_address,
         replicas=[_replica(i, pid, tmp_path, actor=n) for i, (n, pid) in enumerate(zip(names, pids))],
     )
@@ -153,8 +183,10 @@ def test_down_stops_every_replica_at_once(one_node, tmp_path):
 
 
 def test_local_down_stops_every_replica_at_once(tmp_path):
-    procs = [subprocess.Popen([sys.executable, "-c", IGNORES_SIGTERM], stdout=subprocess.PIPE, start_new_session=True)
-             for _ in range(3)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", IGNORES_SIGTERM], stdout=subprocess.PIPE, start_new_session=True)
+        for _ in range(3)
+    ]
     for p in procs:
         p.stdout.readline()
     replicas = [_replica(i, p.pid, tmp_path) for i, p in enumerate(procs)]

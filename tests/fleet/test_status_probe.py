@@ -49,12 +49,27 @@ def _closed_port() -> int:
 
 def _state(tmp_path: Path, url: str) -> Path:
     me = psutil.Process(os.getpid())
-    replica = dict(pid=me.pid, create_time=me.create_time(), engine="vllm", model="m", served_model_name="m",
-                   log_path=str(tmp_path / "log"), command=["x"])
-    write_state(tmp_path, FleetState(engine="vllm", model="m", served_model_name="m", replicas=[
-        ReplicaState(index=0, endpoint=url, **replica),
-        ReplicaState(index=1, endpoint=f"http://127.0.0.1:{_closed_port()}", **replica),
-    ]))
+    replica = dict(
+        pid=me.pid,
+        create_time=me.create_time(),
+        engine="vllm",
+        model="m",
+        served_model_name="m",
+        log_path=str(tmp_path / "log"),
+        command=["x"],
+    )
+    write_state(
+        tmp_path,
+        FleetState(
+            engine="vllm",
+            model="m",
+            served_model_name="m",
+            replicas=[
+                ReplicaState(index=0, endpoint=url, **replica),
+                ReplicaState(index=1, endpoint=f"http://127.0.0.1:{_closed_port()}", **replica),
+            ],
+        ),
+    )
     return tmp_path
 
 

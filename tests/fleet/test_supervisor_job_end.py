@@ -17,29 +17,55 @@ from fleetgen.fleet.supervisor import Supervisor
 def test_a_job_that_ends_mid_restart_logs_the_restart_as_abandoned(tmp_path):
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    replica = ReplicaState(index=0, endpoint="http://127.0.0.1:9", pid=gone.pid, create_time=0.0, engine="vllm", model="m",
-                           served_model_name="m", log_path="x.log", command=["serve"], effective_config={"model": "m"})
+    replica = ReplicaState(
+        index=0,
+        endpoint="http://127.0.0.1:9",
+        pid=gone.pid,
+        create_time=0.0,
+        engine="vllm",
+        model="m",
+        served_model_name="m",
+        log_path="x.log",
+        command=["serve"],
+        effective_config={"model": "m"},
+    )
     write_state(tmp_path, FleetState(engine="vllm", model="m", served_model_name="m", replicas=[replica]))
     said: list[str] = []
 
     async def job() -> Supervisor:
-        async with Supervisor(tmp_path, check_interval_s=0.05, backoff_s=3600,
-                              on_event=lambda e: said.append(f"replica {e.index}: {e.kind} {e.detail}")) as sup:
+        async with Supervisor(
+            tmp_path,
+            check_interval_s=0.05,
+            backoff_s=3600,
+            on_event=lambda e: said.append(f"replica {e.index}: {e.kind} {e.detail}"),
+        ) as sup:
             while not sup.restarting:  # the job runs until the supervisor has begun the restart
                 await asyncio.sleep(0.01)
         return sup
 
     sup = asyncio.run(job())
     assert [e.kind for e in sup.events] == ["dead", "restart_abandoned"]
-    assert said[-1] == "replica 0: restart_abandoned the job ended while it was still restarting; the restart is cancelled"
+    assert (
+        said[-1] == "replica 0: restart_abandoned the job ended while it was still restarting; the restart is cancelled"
+    )
     assert sup.restarting == []
 
 
 def _dead_replica_fleet(tmp_path) -> None:
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    replica = ReplicaState(index=0, endpoint="http://127.0.0.1:9", pid=gone.pid, create_time=0.0, engine="vllm", model="m",
-                           served_model_name="m", log_path="x.log", command=["serve"], effective_config={"model": "m"})
+    replica = ReplicaState(
+        index=0,
+        endpoint="http://127.0.0.1:9",
+        pid=gone.pid,
+        create_time=0.0,
+        engine="vllm",
+        model="m",
+        served_model_name="m",
+        log_path="x.log",
+        command=["serve"],
+        effective_config={"model": "m"},
+    )
     write_state(tmp_path, FleetState(engine="vllm", model="m", served_model_name="m", replicas=[replica]))
 
 

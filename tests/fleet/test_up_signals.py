@@ -36,8 +36,22 @@ def _need_engine():
 
 
 def up_args(state: Path) -> list[str]:
-    return ["up", "--engine", "vllm", "--model", "smollm2", "--replicas", "1", "--gpus", "none",
-            "--port-base", str(free_port_base(1, 23000)), "--state", str(state), "--enforce-eager"]
+    return [
+        "up",
+        "--engine",
+        "vllm",
+        "--model",
+        "smollm2",
+        "--replicas",
+        "1",
+        "--gpus",
+        "none",
+        "--port-base",
+        str(free_port_base(1, 23000)),
+        "--state",
+        str(state),
+        "--enforce-eager",
+    ]
 
 
 def run_args(tmp_path: Path) -> tuple[list[str], Path]:
@@ -69,8 +83,11 @@ def replica_while_starting(state: Path, proc: subprocess.Popen) -> list[psutil.P
     raise AssertionError("no replica was recorded within 300 s")
 
 
-@pytest.mark.parametrize(("command", "sig"), [("up", signal.SIGTERM), ("up", signal.SIGINT), ("run", signal.SIGTERM)],
-                         ids=["up-SIGTERM", "up-SIGINT", "run-SIGTERM"])
+@pytest.mark.parametrize(
+    ("command", "sig"),
+    [("up", signal.SIGTERM), ("up", signal.SIGINT), ("run", signal.SIGTERM)],
+    ids=["up-SIGTERM", "up-SIGINT", "run-SIGTERM"],
+)
 def test_a_signal_during_the_start_stops_every_replica_already_started(tmp_path, command, sig):
     if command == "up":
         state = tmp_path / "fleet"

@@ -19,8 +19,15 @@ from fleetgen.gpu_info import GpuInfo
 
 def specs(tmp_path: Path, n: int) -> list[ReplicaSpec]:
     return [
-        ReplicaSpec(index=i, model="/m", served_model_name="m", host="127.0.0.1", port=30000 + i,
-                    gpus=(i,), cache_dir=tmp_path / f"replica-{i}")
+        ReplicaSpec(
+            index=i,
+            model="/m",
+            served_model_name="m",
+            host="127.0.0.1",
+            port=30000 + i,
+            gpus=(i,),
+            cache_dir=tmp_path / f"replica-{i}",
+        )
         for i in range(n)
     ]
 
@@ -50,8 +57,15 @@ def _plan(monkeypatch, tmp_path, engine="sglang", model="/models/m", gpus=1, rep
     fake = [GpuInfo(i, "NVIDIA H200", 141 << 30, (9, 0)) for i in range(gpus)]
     monkeypatch.setattr(local, "discover_gpus", lambda: fake)
     monkeypatch.setenv("FLEETGEN_CACHE", str(tmp_path / "cache"))
-    cfg = FleetConfig(engine=engine, model=model, gpus="all", replicas=replicas, replicas_per_gpu=per_gpu,
-                      state_dir=tmp_path / "state", **kw)
+    cfg = FleetConfig(
+        engine=engine,
+        model=model,
+        gpus="all",
+        replicas=replicas,
+        replicas_per_gpu=per_gpu,
+        state_dir=tmp_path / "state",
+        **kw,
+    )
     return plan_replicas(cfg, model, local.LocalBackend())
 
 
@@ -63,8 +77,14 @@ def test_eight_replicas_on_one_gpu_share_one_set_of_compile_caches(monkeypatch, 
     assert shared.name.startswith("sglang-m-") and shared.name.endswith("-nvidia-h200-sm90-x1")
     eng = get_engine("sglang")
     envs = [eng.environment(s) for s in specs]
-    for key in ("TVM_FFI_CACHE_DIR", "SGLANG_DG_CACHE_DIR", "SGLANG_CACHE_DIR", "TRITON_CACHE_DIR",
-                "TORCHINDUCTOR_CACHE_DIR", "FLASHINFER_WORKSPACE_BASE"):
+    for key in (
+        "TVM_FFI_CACHE_DIR",
+        "SGLANG_DG_CACHE_DIR",
+        "SGLANG_CACHE_DIR",
+        "TRITON_CACHE_DIR",
+        "TORCHINDUCTOR_CACHE_DIR",
+        "FLASHINFER_WORKSPACE_BASE",
+    ):
         assert len({e[key] for e in envs}) == 1, key
     assert envs[0]["TVM_FFI_CACHE_DIR"] == str(shared / "tvm-ffi")  # where sgl_kernel's six JIT kernels go
 
@@ -74,7 +94,9 @@ def test_the_shared_caches_are_kept_apart_by_model_engine_and_gpu_kind(monkeypat
     assert _plan(monkeypatch, tmp_path, model="/models/other")[0].cache_dir != a
     assert _plan(monkeypatch, tmp_path, engine="vllm")[0].cache_dir != a
     assert _plan(monkeypatch, tmp_path, gpus=2, replicas=1, per_gpu=1, tp=2)[0].cache_dir != a
-    assert gpu_kind([GpuInfo(0, "NVIDIA RTX PRO 6000 Blackwell", 1, (12, 0))]) == "nvidia-rtx-pro-6000-blackwell-sm120-x1"
+    assert (
+        gpu_kind([GpuInfo(0, "NVIDIA RTX PRO 6000 Blackwell", 1, (12, 0))]) == "nvidia-rtx-pro-6000-blackwell-sm120-x1"
+    )
 
 
 def test_warm_first_applies_to_the_shared_cache_cold_and_not_warm(monkeypatch, tmp_path):

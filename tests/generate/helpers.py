@@ -12,7 +12,9 @@ import orjson
 def write_prompts(path: Path, n: int, *, prefix: str = "p", words: str = "Name one color.") -> Path:
     with open(path, "w") as f:
         for i in range(n):
-            f.write(json.dumps({"id": f"{prefix}{i}", "messages": [{"role": "user", "content": f"{words} ({i})"}]}) + "\n")
+            f.write(
+                json.dumps({"id": f"{prefix}{i}", "messages": [{"role": "user", "content": f"{words} ({i})"}]}) + "\n"
+            )
     return path
 
 
@@ -40,5 +42,7 @@ def assert_exactly_once(outdir: Path, ids: list[str], samples: int) -> tuple[lis
 def keys_across_shards(outdir: Path) -> Counter:
     """Every (id, sample) recorded in any shard's results or per-sample errors, with its count."""
     rows = [(r["id"], r["sample"]) for p in outdir.glob("results*.jsonl") for r in read_jsonl(p)]
-    rows += [(e["id"], e["sample"]) for p in outdir.glob("errors*.jsonl") for e in read_jsonl(p) if e["sample"] is not None]
+    rows += [
+        (e["id"], e["sample"]) for p in outdir.glob("errors*.jsonl") for e in read_jsonl(p) if e["sample"] is not None
+    ]
     return Counter(rows)

@@ -152,13 +152,19 @@ class StandinServer:
         ids = {k: scripted.pop(k) for k in ("prompt_token_ids", "token_ids") if k in scripted}
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": tokens}
         if "token_ids" in ids:
-            usage = {"prompt_tokens": len(ids.get("prompt_token_ids") or []), "completion_tokens": len(ids["token_ids"])}
+            usage = {
+                "prompt_tokens": len(ids.get("prompt_token_ids") or []),
+                "completion_tokens": len(ids["token_ids"]),
+            }
         if scripted:
             message = {"role": "assistant", "content": None, **scripted}
             finish = "tool_calls" if message.get("tool_calls") else "stop"
         if not ids and self.token_ids and body.get("return_token_ids"):
             extra = 1 if self.mismatch_when is not None and self.mismatch_when(body) else 0
-            ids = {"prompt_token_ids": [7] * max(1, prompt_tokens), "token_ids": [100 + k for k in range(tokens + extra)]}
+            ids = {
+                "prompt_token_ids": [7] * max(1, prompt_tokens),
+                "token_ids": [100 + k for k in range(tokens + extra)],
+            }
             usage = {"prompt_tokens": prompt_tokens, "completion_tokens": tokens}
         choice = {"index": 0, "message": message, "finish_reason": finish}
         if "token_ids" in ids:
@@ -232,9 +238,15 @@ def standin_path(body: dict[str, Any]) -> str:
     if body.get("temperature", 1.0) == 0 or body.get("top_k") == 1:
         flags = ["greedy"]
     else:
-        flags = [name for name, on in (
-            ("top_p", body.get("top_p", 1.0) < 1), ("top_k", (body.get("top_k") or 0) > 1), ("min_p", bool(body.get("min_p"))),
-        ) if on] or ["plain"]
+        flags = [
+            name
+            for name, on in (
+                ("top_p", body.get("top_p", 1.0) < 1),
+                ("top_k", (body.get("top_k") or 0) > 1),
+                ("min_p", bool(body.get("min_p"))),
+            )
+            if on
+        ] or ["plain"]
     if body.get("logprobs"):
         flags.append("logprobs")
     return ",".join(flags)
@@ -249,7 +261,9 @@ def main() -> None:
     ap.add_argument("--fail-first", type=int, default=0)
     args = ap.parse_args()
     server = StandinServer(
-        model=args.model, delay_per_token_s=args.delay_per_token, max_concurrent=args.max_concurrent,
+        model=args.model,
+        delay_per_token_s=args.delay_per_token,
+        max_concurrent=args.max_concurrent,
         fail_first=args.fail_first,
     )
     web.run_app(server.app(), host="127.0.0.1", port=args.port, print=None)

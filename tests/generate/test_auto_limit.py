@@ -33,7 +33,9 @@ def test_no_growth_when_the_job_gives_less_than_the_limit_or_no_queue_is_reporte
     c, clock = controller(start=64)
     clock.t += 1
     assert c.update(Reading(running=20, waiting=0, kv_usage=0.1), in_flight=20) == 64  # the tail: 20 of 64 used
-    assert c.update(Reading(running=64, waiting=None, kv_usage=None), in_flight=64) == 64  # a server without a queue gauge
+    assert (
+        c.update(Reading(running=64, waiting=None, kv_usage=None), in_flight=64) == 64
+    )  # a server without a queue gauge
 
 
 def test_growth_only_fills_the_engine_queue_up_to_its_target():
@@ -65,7 +67,9 @@ def test_an_engine_queue_brings_the_limit_to_what_it_runs_plus_a_short_queue():
 def test_preemption_cuts_once_per_hold_and_growth_resumes_after_it():
     c, clock = controller(start=100, hold_s=3.0)
     clock.t += 1
-    assert c.update(Reading(running=100, waiting=0, kv_usage=0.99, preempted=20), in_flight=100) == 70  # a storm: x backoff
+    assert (
+        c.update(Reading(running=100, waiting=0, kv_usage=0.99, preempted=20), in_flight=100) == 70
+    )  # a storm: x backoff
     clock.t += 1  # still preempting while the cut settles: no second cut
     assert c.update(Reading(running=90, waiting=0, kv_usage=0.98, preempted=3), in_flight=90) == 70
     clock.t += 1
@@ -83,7 +87,11 @@ def test_a_full_kv_cache_adds_only_a_queue_and_growth_stops_short_of_the_kv_targ
     clock.t += 1
     p = LimitPolicy()
     # the cache is full: the engine admits from its queue as it frees, so a queue of 25% is added, no more
-    assert c.update(Reading(running=40, waiting=0, kv_usage=p.kv_high), in_flight=40) == 40 + p.queue_target(40, kv_full=True) == 50
+    assert (
+        c.update(Reading(running=40, waiting=0, kv_usage=p.kv_high), in_flight=40)
+        == 40 + p.queue_target(40, kv_full=True)
+        == 50
+    )
     clock.t += 1
     assert c.update(Reading(running=40, waiting=10, kv_usage=1.0), in_flight=50) == 50
     assert c.last_reason == "queue at target"
@@ -93,7 +101,11 @@ def test_a_full_kv_cache_adds_only_a_queue_and_growth_stops_short_of_the_kv_targ
     c2, clock2 = controller(start=40)
     clock2.t += 1
     # 40 requests use 50% of the cache: doubling would need 100%; stop where kv_target (90%) is projected
-    assert c2.update(Reading(running=40, waiting=0, kv_usage=0.5), in_flight=40) == 40 + math.floor(40 * (p.kv_target / 0.5 - 1)) == 72
+    assert (
+        c2.update(Reading(running=40, waiting=0, kv_usage=0.5), in_flight=40)
+        == 40 + math.floor(40 * (p.kv_target / 0.5 - 1))
+        == 72
+    )
 
 
 def test_a_full_kv_cache_holds_while_a_level_near_it_preempted_lately_then_tries_again():
@@ -136,8 +148,12 @@ class SimEngine:
         admitted = min(in_flight, self.max_running, 2 * self.kv_tokens // self.answer)
         fits = self.kv_tokens // self.answer
         running = min(admitted, fits)
-        return Reading(running=running, waiting=in_flight - running, kv_usage=min(1.0, admitted * self.answer / self.kv_tokens),
-                       preempted=max(0, admitted - fits))
+        return Reading(
+            running=running,
+            waiting=in_flight - running,
+            kv_usage=min(1.0, admitted * self.answer / self.kv_tokens),
+            preempted=max(0, admitted - fits),
+        )
 
 
 def run_sim(c: LimitController, clock: FakeClock, engine: SimEngine, polls: int) -> list[Reading]:
@@ -200,10 +216,12 @@ def test_a_wave_of_answers_ending_together_is_not_a_full_engine():
     c, clock = controller(start=150)
     full = Reading(running=90, waiting=60, kv_usage=1.0)
     levels = []
-    for r in (full,  # a first reading: nothing to compare with
-              Reading(running=40, waiting=110, kv_usage=0.5),  # 50 answers of one length ended together
-              full,  # their successors admitted: the batch refilled
-              full):  # a queue well past its target at a steady batch: a full engine
+    for r in (
+        full,  # a first reading: nothing to compare with
+        Reading(running=40, waiting=110, kv_usage=0.5),  # 50 answers of one length ended together
+        full,  # their successors admitted: the batch refilled
+        full,
+    ):  # a queue well past its target at a steady batch: a full engine
         clock.t += 1
         levels.append(c.update(r, in_flight=150))
     assert levels == [150, 150, 150, 90 + LimitPolicy().queue_target(90, kv_full=True)]

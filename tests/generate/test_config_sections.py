@@ -16,17 +16,37 @@ BASE = {"prompts": "p.jsonl", "output_dir": "out", "endpoints": ["http://127.0.0
 
 
 def test_a_flat_file_and_a_sectioned_one_are_the_same_config(tmp_path):
-    flat = {**BASE, "temperature": 0.3, "max_attempts": 2, "concurrency": 8, "shard": "1/4", "metrics_port": 0,
-            "warmup": False, "warmup_timeout_s": 60}
-    nested = {**BASE, "sampling": {"temperature": 0.3}, "transport": {"max_attempts": 2}, "routing": {"concurrency": 8},
-              "sharding": {"shard": "1/4"}, "observe": {"metrics_port": 0}, "warmup": {"enabled": False, "timeout_s": 60}}
+    flat = {
+        **BASE,
+        "temperature": 0.3,
+        "max_attempts": 2,
+        "concurrency": 8,
+        "shard": "1/4",
+        "metrics_port": 0,
+        "warmup": False,
+        "warmup_timeout_s": 60,
+    }
+    nested = {
+        **BASE,
+        "sampling": {"temperature": 0.3},
+        "transport": {"max_attempts": 2},
+        "routing": {"concurrency": 8},
+        "sharding": {"shard": "1/4"},
+        "observe": {"metrics_port": 0},
+        "warmup": {"enabled": False, "timeout_s": 60},
+    }
     configs = []
     for name, data in (("flat", flat), ("nested", nested)):
         (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(data))
         configs.append(load_yaml(tmp_path / f"{name}.yaml", GenerateConfig))
     assert configs[0] == configs[1]
     c = configs[0]
-    assert (c.sampling.temperature, c.transport.max_attempts, c.routing.concurrency, c.warmup.enabled) == (0.3, 2, 8, False)
+    assert (c.sampling.temperature, c.transport.max_attempts, c.routing.concurrency, c.warmup.enabled) == (
+        0.3,
+        2,
+        8,
+        False,
+    )
     assert c.sharding.shard == Shard(1, 4) and c.sharding.rows.suffix == ".shard-1-of-4"  # parsed once, here
     assert c.model_dump(mode="json")["sharding"]["shard"] == "1/4"  # written back as it was read
     assert GenerateConfig.model_validate_json(c.model_dump_json()) == c  # what a shard's process is handed
@@ -70,7 +90,8 @@ def test_every_field_has_one_flat_name_and_the_identity_is_unchanged_by_the_form
     assert len(flat) == len(set(flat.values()))
     assert flat["warmup"] == ("warmup", "enabled") and flat["warmup_timeout_s"] == ("warmup", "timeout_s")
     a = GenerateConfig.model_validate({**BASE, "temperature": 0.2, "tool_match": "name", "shard": "0/2"})
-    b = GenerateConfig.model_validate({**BASE, "sampling": {"temperature": 0.2, "tool_match": "name"},
-                                       "sharding": {"shard": "0/2"}})
+    b = GenerateConfig.model_validate(
+        {**BASE, "sampling": {"temperature": 0.2, "tool_match": "name"}, "sharding": {"shard": "0/2"}}
+    )
     assert a.declared_identity() == b.declared_identity()
     assert a.declared_identity()["shard"] == "0/2"  # as `run` keyed its stage before the sections

@@ -12,8 +12,16 @@ from fleetgen.generate.dispatch.fleet_follow import follow_fleet
 
 def _replica(index: int, endpoint: str, verified: bool) -> ReplicaState:
     return ReplicaState(
-        index=index, endpoint=endpoint, pid=1, create_time=0.0, engine="vllm", model="m", served_model_name="m",
-        log_path="x.log", command=["serve"], effective_config={"model": "m"} if verified else {},
+        index=index,
+        endpoint=endpoint,
+        pid=1,
+        create_time=0.0,
+        engine="vllm",
+        model="m",
+        served_model_name="m",
+        log_path="x.log",
+        command=["serve"],
+        effective_config={"model": "m"} if verified else {},
     )
 
 

@@ -72,8 +72,15 @@ def test_two_concurrent_runs_leave_the_thresholds_as_they_found_them(gc_settings
     urls = [s.start() for s in servers]
 
     def config(name: str, url: str) -> GenerateConfig:
-        return GenerateConfig(prompts=write_prompts(tmp_path / f"{name}.jsonl", 4), output_dir=tmp_path / name,
-                              endpoints=[url], model="standin", max_tokens=4, concurrency=4, hedge=False)
+        return GenerateConfig(
+            prompts=write_prompts(tmp_path / f"{name}.jsonl", 4),
+            output_dir=tmp_path / name,
+            endpoints=[url],
+            model="standin",
+            max_tokens=4,
+            concurrency=4,
+            hedge=False,
+        )
 
     async def until_held(server: StandinServer) -> None:
         while not server.hung:  # the run is inside its loop once its first request reached the server

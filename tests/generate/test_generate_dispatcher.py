@@ -163,6 +163,7 @@ async def test_hedge_in_the_tail_takes_the_first_answer_and_cancels_the_straggle
 
 async def _straggler_in_the_tail(d):
     """A request on replica 0 that never answers unless cancelled; the tail has begun."""
+
     async def fn(r):
         if r.index == 0:
             await asyncio.sleep(30)

@@ -21,14 +21,30 @@ from fleetgen.generate import GenerateConfig, generate
 
 pytestmark = pytest.mark.engine
 
-TOPICS = ["the sea", "a robot", "autumn", "a city at night", "bread", "a violin", "mountains", "a cat", "rain", "trains"]
+TOPICS = [
+    "the sea",
+    "a robot",
+    "autumn",
+    "a city at night",
+    "bread",
+    "a violin",
+    "mountains",
+    "a cat",
+    "rain",
+    "trains",
+]
 OLD = "RECORDED ANSWER THAT MUST BE REPLACED"
 
 
 def cfg(fleet: FleetState, prompts: Path, out: Path, **kw) -> GenerateConfig:
     base = dict(
-        prompts=prompts, output_dir=out, endpoints=fleet.endpoints, model=fleet.served_model_name,
-        max_tokens=16, temperature=1.0, hedge_after_s=20,
+        prompts=prompts,
+        output_dir=out,
+        endpoints=fleet.endpoints,
+        model=fleet.served_model_name,
+        max_tokens=16,
+        temperature=1.0,
+        hedge_after_s=20,
     )
     base.update(kw)
     return GenerateConfig(**base)
@@ -44,23 +60,59 @@ def main_run(cpu_fleet, tmp_path_factory):
     d = tmp_path_factory.mktemp("main")
     rows = []
     for i in range(60):
-        rows.append({"id": f"s{i}", "messages": [{"role": "user", "content": f"Write one vivid sentence about {TOPICS[i % 10]}. ({i})"}]})
+        rows.append(
+            {
+                "id": f"s{i}",
+                "messages": [{"role": "user", "content": f"Write one vivid sentence about {TOPICS[i % 10]}. ({i})"}],
+            }
+        )
     for i in range(8):
-        rows.append({"id": f"m{i}", "meta": {"domain": "chat"}, "messages": [
-            {"role": "system", "content": "You are a helpful assistant."},
-            {"role": "user", "content": f"Give me a fruit name. ({i})"},
-            {"role": "assistant", "content": OLD},
-            {"role": "user", "content": "Now describe its color."},
-            {"role": "assistant", "content": OLD},
-        ]})
-    tools = [{"type": "function", "function": {"name": "get_weather", "description": "weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+        rows.append(
+            {
+                "id": f"m{i}",
+                "meta": {"domain": "chat"},
+                "messages": [
+                    {"role": "system", "content": "You are a helpful assistant."},
+                    {"role": "user", "content": f"Give me a fruit name. ({i})"},
+                    {"role": "assistant", "content": OLD},
+                    {"role": "user", "content": "Now describe its color."},
+                    {"role": "assistant", "content": OLD},
+                ],
+            }
+        )
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "weather",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+            },
+        }
+    ]
     for i in range(2):
-        rows.append({"id": f"t{i}", "tools": tools, "messages": [
-            {"role": "user", "content": f"Weather in Paris? ({i})"},
-            {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
-            {"role": "tool", "content": "sunny, 21C", "tool_call_id": "call_1"},
-            {"role": "assistant", "content": OLD},
-        ]})
+        rows.append(
+            {
+                "id": f"t{i}",
+                "tools": tools,
+                "messages": [
+                    {"role": "user", "content": f"Weather in Paris? ({i})"},
+                    {
+                        "role": "assistant",
+                        "content": "",
+                        "tool_calls": [
+                            {
+                                "id": "call_1",
+                                "type": "function",
+                                "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                            }
+                        ],
+                    },
+                    {"role": "tool", "content": "sunny, 21C", "tool_call_id": "call_1"},
+                    {"role": "assistant", "content": OLD},
+                ],
+            }
+        )
     prompts = d / "p.jsonl"
     prompts.write_text("".join(json.dumps(r) + "\n" for r in rows))
     t0 = time.monotonic()
@@ -109,7 +161,9 @@ def test_tool_rows_keep_a_recorded_result_only_after_the_call_it_answers(main_ru
     for r in tool_rows:
         assert r["tools"][0]["function"]["name"] == "get_weather"
         calls = r["messages"][1].get("tool_calls") or []
-        if [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] == [("get_weather", {"city": "Paris"})]:
+        if [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] == [
+            ("get_weather", {"city": "Paris"})
+        ]:
             # The target made the recorded call: its result follows, attached by the recorded id.
             assert [m["role"] for m in r["messages"]] == ["user", "assistant", "tool", "assistant"]
             assert r["messages"][2] == {"role": "tool", "content": "sunny, 21C", "tool_call_id": "call_1"}
@@ -125,23 +179,31 @@ def test_tool_rows_keep_a_recorded_result_only_after_the_call_it_answers(main_ru
 
 def test_bad_rows_go_to_errors_with_reasons_and_good_rows_complete(cpu_fleet, tmp_path):
     good = [{"id": f"g{i}", "messages": [{"role": "user", "content": f"Say hi ({i})"}]} for i in range(6)]
-    lines = [json.dumps(r) for r in good[:3]] + [
-        '{"id": "broken", "messages": [',                                                   # line 4
-        json.dumps({"id": "empty", "messages": []}),                                          # line 5
-        json.dumps({"id": "afirst", "messages": [{"role": "assistant", "content": "x"}]}),   # line 6
-        json.dumps({"id": "role", "messages": [{"role": "narrator", "content": "x"}]}),      # line 7
-        json.dumps({"id": "nonstr", "messages": [{"role": "user", "content": {"a": 1}}]}),   # line 8
-        json.dumps({"id": "long", "messages": [{"role": "user", "content": "word " * 3000}]}),  # line 9
-        json.dumps({"id": "g0", "messages": [{"role": "user", "content": "dup"}]}),          # line 10
-    ] + [json.dumps(r) for r in good[3:]]
+    lines = (
+        [json.dumps(r) for r in good[:3]]
+        + [
+            '{"id": "broken", "messages": [',  # line 4
+            json.dumps({"id": "empty", "messages": []}),  # line 5
+            json.dumps({"id": "afirst", "messages": [{"role": "assistant", "content": "x"}]}),  # line 6
+            json.dumps({"id": "role", "messages": [{"role": "narrator", "content": "x"}]}),  # line 7
+            json.dumps({"id": "nonstr", "messages": [{"role": "user", "content": {"a": 1}}]}),  # line 8
+            json.dumps({"id": "long", "messages": [{"role": "user", "content": "word " * 3000}]}),  # line 9
+            json.dumps({"id": "g0", "messages": [{"role": "user", "content": "dup"}]}),  # line 10
+        ]
+        + [json.dumps(r) for r in good[3:]]
+    )
     (tmp_path / "p.jsonl").write_text("\n".join(lines) + "\n")
     stats = generate(cfg(cpu_fleet, tmp_path / "p.jsonl", tmp_path / "out"), handle_signals=False)
     assert_exactly_once(tmp_path / "out", [r["id"] for r in good] + ["long"], 1)
     errors = read_jsonl(tmp_path / "out" / "errors.jsonl")
     by_line = {e["line"]: e for e in errors}
     expect = {
-        4: "malformed JSON", 5: "empty conversation", 6: "must start with a user message",
-        7: "unknown role 'narrator'", 8: "content must be a string or a list of text parts, got dict", 9: "maximum context length",
+        4: "malformed JSON",
+        5: "empty conversation",
+        6: "must start with a user message",
+        7: "unknown role 'narrator'",
+        8: "content must be a string or a list of text parts, got dict",
+        9: "maximum context length",
         10: "duplicate id 'g0' (first on line 1)",
     }
     assert set(by_line) == set(expect)
@@ -161,9 +223,20 @@ def test_bad_rows_go_to_errors_with_reasons_and_good_rows_complete(cpu_fleet, tm
     again = generate(cfg(cpu_fleet, tmp_path / "p.jsonl", tmp_path / "out"), handle_signals=False)
     assert again.ok == 0 and again.errors == 0 and again.resumed == 13
     p = subprocess.run(
-        cli(str(tmp_path / "p.jsonl"), "-o", str(tmp_path / "out"), "--endpoint", cpu_fleet.endpoints[0],
-            "--max-tokens", "16", "--temperature", "0.5"),
-        capture_output=True, text=True, timeout=60,
+        cli(
+            str(tmp_path / "p.jsonl"),
+            "-o",
+            str(tmp_path / "out"),
+            "--endpoint",
+            cpu_fleet.endpoints[0],
+            "--max-tokens",
+            "16",
+            "--temperature",
+            "0.5",
+        ),
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert p.returncode == 2 and "holds a different job" in p.stderr and "--force" in p.stderr
 
@@ -171,13 +244,26 @@ def test_bad_rows_go_to_errors_with_reasons_and_good_rows_complete(cpu_fleet, tm
 def test_kill_9_of_generate_at_random_moments_then_resume(cpu_fleet, tmp_path):
     # 600 samples of 16 tokens: long enough that four kills land mid-run on a quiet machine too.
     ids = [f"k{i}" for i in range(300)]
-    (tmp_path / "p.jsonl").write_text("".join(
-        json.dumps({"id": i, "messages": [{"role": "user", "content": f"Write a line about {TOPICS[n % 10]} ({n})."}]}) + "\n"
-        for n, i in enumerate(ids)
-    ))
+    (tmp_path / "p.jsonl").write_text(
+        "".join(
+            json.dumps(
+                {"id": i, "messages": [{"role": "user", "content": f"Write a line about {TOPICS[n % 10]} ({n})."}]}
+            )
+            + "\n"
+            for n, i in enumerate(ids)
+        )
+    )
     out = tmp_path / "out"
-    args = cli(str(tmp_path / "p.jsonl"), "-o", str(out), "--samples", "2", "--max-tokens", "16",
-               *[a for e in cpu_fleet.endpoints for a in ("--endpoint", e)])
+    args = cli(
+        str(tmp_path / "p.jsonl"),
+        "-o",
+        str(out),
+        "--samples",
+        "2",
+        "--max-tokens",
+        "16",
+        *[a for e in cpu_fleet.endpoints for a in ("--endpoint", e)],
+    )
     rng = random.Random(20240611)
     counts = []
     done = 0
@@ -245,15 +331,31 @@ def victim_and_survivor(cpu_fleet, tmp_path_factory):
 def test_kill_9_of_a_replica_mid_run_finishes_on_the_other(victim_and_survivor, tmp_path):
     victim, survivor = victim_and_survivor
     ids = [f"r{i}" for i in range(120)]
-    (tmp_path / "p.jsonl").write_text("".join(
-        json.dumps({"id": i, "messages": [{"role": "user", "content": f"Tell me about {TOPICS[n % 10]} ({n})."}]}) + "\n"
-        for n, i in enumerate(ids)
-    ))
+    (tmp_path / "p.jsonl").write_text(
+        "".join(
+            json.dumps({"id": i, "messages": [{"role": "user", "content": f"Tell me about {TOPICS[n % 10]} ({n})."}]})
+            + "\n"
+            for n, i in enumerate(ids)
+        )
+    )
     out = tmp_path / "out"
     proc = subprocess.Popen(
-        cli(str(tmp_path / "p.jsonl"), "-o", str(out), "--max-tokens", "24", "--concurrency", "32",
-            "--endpoint", survivor, "--endpoint", victim.endpoint),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        cli(
+            str(tmp_path / "p.jsonl"),
+            "-o",
+            str(out),
+            "--max-tokens",
+            "24",
+            "--concurrency",
+            "32",
+            "--endpoint",
+            survivor,
+            "--endpoint",
+            victim.endpoint,
+        ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     # Killed once both replicas have answered (the victim may be slow to start answering: a replica
     # restarted by the test before warms up first), so the rows it wrote before dying are in the run.

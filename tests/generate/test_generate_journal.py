@@ -58,7 +58,9 @@ def test_done_set_reads_every_id_as_json_would(tmp_path):
     import random
 
     rng = random.Random(3)
-    keys = {("".join(rng.choice('a"\\\n\u00e9/') for _ in range(rng.randrange(6))), rng.randrange(12)) for _ in range(3000)}
+    keys = {
+        ("".join(rng.choice('a"\\\n\u00e9/') for _ in range(rng.randrange(6))), rng.randrange(12)) for _ in range(3000)
+    }
     lines = [line(rid, k, messages=[{"content": 'x"y\\'}]) for rid, k in sorted(keys)]
     lines.insert(5, line(None, 0) + line("n", None))  # no key: not done
     (tmp_path / RESULTS).write_bytes(b"".join(lines))

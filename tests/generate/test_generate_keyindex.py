@@ -54,16 +54,21 @@ def result_keys(outdir: Path) -> set[tuple[str, int]]:
 def write_batches(outdir: Path, batches: list[list[tuple[str, int]]]) -> None:
     journal, _ = Journal.open(outdir, retry_errors=False)
     for batch in batches:
-        journal.commit([dumps_line({"id": rid, "sample": k, "messages": [], "pad": "x" * (k % 7)}) for rid, k in batch], [])
+        journal.commit(
+            [dumps_line({"id": rid, "sample": k, "messages": [], "pad": "x" * (k % 7)}) for rid, k in batch], []
+        )
     journal.close()
 
 
 def random_batches(rng: random.Random, n: int) -> list[list[tuple[str, int]]]:
     ids = [f"id-{i}" for i in range(40)] + ['we"ird\\id', "caf\u00e9", "tab\there"]
-    return [[(rng.choice(ids), rng.choice([0, 1, 2, 5, 63, 64, 70])) for _ in range(rng.randint(1, 6))] for _ in range(n)]
+    return [
+        [(rng.choice(ids), rng.choice([0, 1, 2, 5, 63, 64, 70])) for _ in range(rng.randint(1, 6))] for _ in range(n)
+    ]
 
 
 # --- the flat done set ---------------------------------------------------------------------------------
+
 
 def test_flat_done_set_agrees_with_a_dict_through_growth_and_bulk_adds():
     rng = random.Random(11)
@@ -72,8 +77,11 @@ def test_flat_done_set_agrees_with_a_dict_through_growth_and_bulk_adds():
         if step % 5 == 4:  # a bulk add, as the index load does, mixing new keys with known ones
             keys = [(f"r{rng.randrange(30000)}", rng.choice([0, 1, 3, 64, 99])) for _ in range(2000)]
             hs = [id_hash(r) for r, _ in keys]
-            new = done.add_many(np.array([h & (2**64 - 1) for h in hs], dtype=np.uint64),
-                                np.array([h >> 64 for h in hs], dtype=np.uint64), np.array([k for _, k in keys]))
+            new = done.add_many(
+                np.array([h & (2**64 - 1) for h in hs], dtype=np.uint64),
+                np.array([h >> 64 for h in hs], dtype=np.uint64),
+                np.array([k for _, k in keys]),
+            )
             assert new == len(set(keys) - ref)
             ref |= set(keys)
         else:
@@ -90,8 +98,11 @@ def test_flat_done_set_agrees_with_a_dict_through_growth_and_bulk_adds():
 
 def _bulk(done: DoneSet, keys: list[tuple[str, int]]) -> int:
     hs = [id_hash(r) for r, _ in keys]
-    return done.add_many(np.array([h & (2**64 - 1) for h in hs], dtype=np.uint64),
-                         np.array([h >> 64 for h in hs], dtype=np.uint64), np.array([k for _, k in keys]))
+    return done.add_many(
+        np.array([h & (2**64 - 1) for h in hs], dtype=np.uint64),
+        np.array([h >> 64 for h in hs], dtype=np.uint64),
+        np.array([k for _, k in keys]),
+    )
 
 
 def _slots(done: DoneSet) -> list[tuple[int, int, int]]:
@@ -160,7 +171,9 @@ def test_index_reads_what_the_full_scan_reads_after_random_kill_9(tmp_path):
     rng = random.Random(7)
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     for cycle in range(6):
-        child = subprocess.Popen([sys.executable, "-c", CHILD, str(outdir), str(cycle)], env=env, stdout=subprocess.PIPE)
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(outdir), str(cycle)], env=env, stdout=subprocess.PIPE
+        )
         assert child.stdout.readline() == b"open\n"
         time.sleep(rng.uniform(0.05, 0.4))
         child.send_signal(signal.SIGKILL)
@@ -205,6 +218,7 @@ def test_a_kill_between_the_results_write_and_the_index_write(tmp_path):
 
 
 # --- torn, missing and stale indexes ---------------------------------------------------------------------
+
 
 def test_a_torn_index_keeps_its_sound_frames_and_reads_the_rest_from_the_results(tmp_path):
     rng = random.Random(3)
@@ -331,7 +345,9 @@ def test_chunked_rebuild_and_bulk_inserts_read_exactly_what_the_scan_reads(tmp_p
     monkeypatch.setattr(doneset_mod, "CHUNK", 11)
     rng = random.Random(8)
     outdir = tmp_path / "out"
-    batches = [[(f"k{rng.randrange(9000)}", rng.choice([0, 1, 2, 64])) for _ in range(rng.randint(1, 60))] for _ in range(300)]
+    batches = [
+        [(f"k{rng.randrange(9000)}", rng.choice([0, 1, 2, 64])) for _ in range(rng.randint(1, 60))] for _ in range(300)
+    ]
     write_batches(outdir, batches)
     ref = content(reference(outdir, tmp_path))
     (outdir / INDEX).unlink()
@@ -359,7 +375,9 @@ def test_the_keys_record_hands_the_commit_make_the_index_the_lines_would(tmp_pat
         journal, done = Journal.open(outdir, retry_errors=False)
         batch = Batch()
         for k, rid in enumerate(ids):
-            record(Completed(rid, k % 3, {"messages": [], "finish_reason": ["stop"]}, False, 1, 1), batch, done, Stats())
+            record(
+                Completed(rid, k % 3, {"messages": [], "finish_reason": ["stop"]}, False, 1, 1), batch, done, Stats()
+            )
         assert batch.hashes == [id_hash(rid) for rid in ids] and batch.samples == [k % 3 for k in range(len(ids))]
         journal.commit(batch.results, batch.errors, (batch.hashes, batch.samples) if with_keys else None)
         journal.close()

@@ -43,8 +43,14 @@ def test_counters_move_during_a_real_run_and_end_equal_to_stats_json(cpu_fleet: 
     prompts = write_prompts(tmp_path / "p.jsonl", 24, words="Name one fruit.")
     out = tmp_path / "out"
     cfg = GenerateConfig(
-        prompts=prompts, output_dir=out, endpoints=cpu_fleet.endpoints, model=cpu_fleet.served_model_name,
-        max_tokens=16, concurrency=2, samples=2, api_key=SECRET,
+        prompts=prompts,
+        output_dir=out,
+        endpoints=cpu_fleet.endpoints,
+        model=cpu_fleet.served_model_name,
+        max_tokens=16,
+        concurrency=2,
+        samples=2,
+        api_key=SECRET,
     )
 
     async def scenario():
@@ -99,8 +105,23 @@ def test_cli_serves_metrics_and_status_shows_the_job_without_the_key(cpu_fleet: 
     state_dir = Path(cpu_fleet.config["state_dir"])
     prompts = write_prompts(tmp_path / "p.jsonl", 40, words="Name one animal.")
     env = {**os.environ, "FLEETGEN_API_KEY": SECRET}
-    cmd = [sys.executable, "-m", "fleetgen.cli.app", "generate", str(prompts), "-o", str(tmp_path / "out"),
-           "--fleet", str(state_dir), "--max-tokens", "16", "--concurrency", "2", "--metrics-port", "0"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "fleetgen.cli.app",
+        "generate",
+        str(prompts),
+        "-o",
+        str(tmp_path / "out"),
+        "--fleet",
+        str(state_dir),
+        "--max-tokens",
+        "16",
+        "--concurrency",
+        "2",
+        "--metrics-port",
+        "0",
+    ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     mine = state_dir / JOBS_DIR / f"{proc.pid}.json"
     try:
@@ -113,8 +134,12 @@ def test_cli_serves_metrics_and_status_shows_the_job_without_the_key(cpu_fleet: 
         text, samples = scrape(job["metrics_url"])
         assert SECRET not in text
         assert value(samples, "fleetgen_job_samples") == 40
-        status = subprocess.run([sys.executable, "-m", "fleetgen.cli.app", "status", "--state", str(state_dir), "--json"],
-                                capture_output=True, text=True, timeout=60)
+        status = subprocess.run(
+            [sys.executable, "-m", "fleetgen.cli.app", "status", "--state", str(state_dir), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         shown = [j for j in json.loads(status.stdout)["jobs"] if j["pid"] == proc.pid]
         assert shown and shown[0]["running"] and shown[0]["total"] == 40 and 0 <= shown[0]["done"] <= 40
         assert SECRET not in status.stdout

@@ -19,7 +19,11 @@ def test_openai_row_keeps_tools_meta_and_tool_messages():
         "messages": [
             {"role": "system", "content": "s"},
             {"role": "user", "content": "u"},
-            {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+            },
             {"role": "tool", "content": "42", "tool_call_id": "c1"},
             {"role": "assistant", "content": "done"},
         ],
@@ -35,7 +39,17 @@ def test_openai_row_keeps_tools_meta_and_tool_messages():
 
 
 def test_sharegpt_and_specforge_rows_normalize_to_openai_roles():
-    share = normalize({"id": "s", "conversations": [{"from": "system", "value": "x"}, {"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]}, 1)
+    share = normalize(
+        {
+            "id": "s",
+            "conversations": [
+                {"from": "system", "value": "x"},
+                {"from": "human", "value": "hi"},
+                {"from": "gpt", "value": "yo"},
+            ],
+        },
+        1,
+    )
     assert [m["role"] for m in share.messages] == ["system", "user", "assistant"]
     assert share.messages[1]["content"] == "hi"
     spec = normalize({"id": "f", "conversations": [{"role": "user", "content": "q"}]}, 2)
@@ -44,12 +58,18 @@ def test_sharegpt_and_specforge_rows_normalize_to_openai_roles():
 
 
 def test_openai_text_parts_are_joined_in_place():
-    row = {"id": "p", "messages": [
-        {"role": "system", "content": [{"type": "text", "text": "be brief"}]},
-        {"role": "user", "content": [{"type": "text", "text": "Tell me a joke"}, {"type": "text", "text": "about cats."}]},
-        {"role": "assistant", "content": [{"type": "text", "text": "old answer"}]},
-        {"role": "user", "content": "another"},
-    ]}
+    row = {
+        "id": "p",
+        "messages": [
+            {"role": "system", "content": [{"type": "text", "text": "be brief"}]},
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "Tell me a joke"}, {"type": "text", "text": "about cats."}],
+            },
+            {"role": "assistant", "content": [{"type": "text", "text": "old answer"}]},
+            {"role": "user", "content": "another"},
+        ],
+    }
     rec = normalize(row, 1)
     # strict: nothing reordered or dropped, the recorded assistant turn stays to be regenerated
     assert rec.messages == [
@@ -99,10 +119,19 @@ def test_missing_id_gets_a_stable_content_hash():
     "row, reason",
     [
         ({"id": "e", "messages": []}, "empty conversation"),
-        ({"id": "a", "messages": [{"role": "assistant", "content": "x"}, {"role": "user", "content": "y"}]}, "must start with a user message"),
+        (
+            {"id": "a", "messages": [{"role": "assistant", "content": "x"}, {"role": "user", "content": "y"}]},
+            "must start with a user message",
+        ),
         ({"id": "r", "messages": [{"role": "wizard", "content": "x"}]}, "unknown role 'wizard'"),
-        ({"id": "c", "messages": [{"role": "user", "content": ["parts"]}]}, "message 0 (user): non-text content part: part 0 is a str"),
-        ({"id": "c", "messages": [{"role": "user", "content": 5}]}, "content must be a string or a list of text parts, got int"),
+        (
+            {"id": "c", "messages": [{"role": "user", "content": ["parts"]}]},
+            "message 0 (user): non-text content part: part 0 is a str",
+        ),
+        (
+            {"id": "c", "messages": [{"role": "user", "content": 5}]},
+            "content must be a string or a list of text parts, got int",
+        ),
         ({"id": "c", "messages": [{"role": "user", "content": {"type": "text", "text": "x"}}]}, "got dict"),
         ({"id": "c", "messages": [{"role": "user"}]}, "content must be a string or a list of text parts, got NoneType"),
         ({"id": "n", "prompt": "x"}, "no `messages`"),
@@ -119,10 +148,12 @@ def test_bad_rows_say_what_is_wrong(row, reason):
 def test_jsonl_reader_streams_rows_and_names_bad_lines(tmp_path):
     p = tmp_path / "p.jsonl"
     p.write_text(
-        json.dumps({"id": "1", "messages": [{"role": "user", "content": "a"}]}) + "\n"
+        json.dumps({"id": "1", "messages": [{"role": "user", "content": "a"}]})
+        + "\n"
         + "\n"
         + "{not json\n"
-        + json.dumps({"id": "3", "messages": []}) + "\n"
+        + json.dumps({"id": "3", "messages": []})
+        + "\n"
         + json.dumps({"id": "4", "messages": [{"role": "user", "content": "b"}]})  # no final newline
     )
     items = list(read_prompts(p))
@@ -139,7 +170,13 @@ def test_jsonl_reader_streams_rows_and_names_bad_lines(tmp_path):
 def test_parquet_reader_drops_null_struct_fields(tmp_path):
     rows = [
         {"id": "a", "messages": [{"role": "user", "content": "q", "tool_call_id": None}]},
-        {"id": "b", "messages": [{"role": "user", "content": "q2", "tool_call_id": None}, {"role": "tool", "content": "r", "tool_call_id": "c"}]},
+        {
+            "id": "b",
+            "messages": [
+                {"role": "user", "content": "q2", "tool_call_id": None},
+                {"role": "tool", "content": "r", "tool_call_id": "c"},
+            ],
+        },
     ]
     p = tmp_path / "p.parquet"
     pq.write_table(pa.Table.from_pylist(rows), p)

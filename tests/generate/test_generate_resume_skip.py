@@ -105,9 +105,22 @@ def test_fast_skip_takes_only_rows_normalize_accepts_with_the_id_it_gives():
     "row, rid",
     [
         ({"id": "a", "messages": [{"role": "user", "content": "q"}]}, "a"),
-        ({"id": 7, "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}], "meta": {}}, "7"),
-        ({"id": "t", "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "", "tool_calls": []},
-                                  {"role": "tool", "content": "r"}], "tools": [{"type": "function"}]}, "t"),
+        (
+            {"id": 7, "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}], "meta": {}},
+            "7",
+        ),
+        (
+            {
+                "id": "t",
+                "messages": [
+                    {"role": "user", "content": "q"},
+                    {"role": "assistant", "content": "", "tool_calls": []},
+                    {"role": "tool", "content": "r"},
+                ],
+                "tools": [{"type": "function"}],
+            },
+            "t",
+        ),
         ({"messages": [{"role": "user", "content": "q"}]}, None),  # no id: normalize hashes the content
         ({"id": True, "messages": [{"role": "user", "content": "q"}]}, None),
         ({"id": "", "messages": [{"role": "user", "content": "q"}]}, None),
@@ -155,16 +168,24 @@ def test_fast_and_full_skip_agree_on_random_resumes(tmp_path):
         full = _work(path, _done_copy(done), samples, fast=False)
         assert fast == full, f"case {case}: {path.read_text()}"
         fast_skips += sum(
-            1 for n, raw in enumerate(lines, 1)
-            if raw and not raw.endswith(b"oops") and n not in done.bad_lines
-            and (rid := _plain_id(orjson.loads(raw))) is not None and done.has_all(rid, samples)
+            1
+            for n, raw in enumerate(lines, 1)
+            if raw
+            and not raw.endswith(b"oops")
+            and n not in done.bad_lines
+            and (rid := _plain_id(orjson.loads(raw))) is not None
+            and done.has_all(rid, samples)
         )
     assert fast_skips > 300  # the cases do reach the fast path
 
 
 def test_fast_skip_does_not_normalize_finished_rows(tmp_path, monkeypatch):
     path = tmp_path / "p.jsonl"
-    path.write_bytes(b"".join(orjson.dumps({"id": f"p{i}", "messages": [{"role": "user", "content": "q"}]}) + b"\n" for i in range(50)))
+    path.write_bytes(
+        b"".join(
+            orjson.dumps({"id": f"p{i}", "messages": [{"role": "user", "content": "q"}]}) + b"\n" for i in range(50)
+        )
+    )
     done = DoneSet()
     for i in range(40):
         done.add(f"p{i}", 0)
@@ -201,13 +222,17 @@ ROWS = [
 
 def _prior_state(outdir, samples: int) -> None:
     outdir.mkdir()
-    results = [dumps_line({"id": rid, "sample": k, "messages": [], "meta": None}) for rid in "abc7" for k in range(samples)]
+    results = [
+        dumps_line({"id": rid, "sample": k, "messages": [], "meta": None}) for rid in "abc7" for k in range(samples)
+    ]
     results.append(dumps_line({"id": "e", "sample": 0, "messages": [], "meta": None}))
     (outdir / RESULTS).write_bytes(b"".join(results))
-    (outdir / ERRORS).write_bytes(b"".join(
-        dumps_line({"id": rid, "sample": None, "line": line, "kind": "input", "reason": "refused before"})
-        for rid, line in (("b", 4), ("f", 9))
-    ))
+    (outdir / ERRORS).write_bytes(
+        b"".join(
+            dumps_line({"id": rid, "sample": None, "line": line, "kind": "input", "reason": "refused before"})
+            for rid, line in (("b", 4), ("f", 9))
+        )
+    )
 
 
 def test_end_to_end_resume_writes_the_same_files_with_fast_skip_on_and_off(tmp_path, monkeypatch):
@@ -224,17 +249,29 @@ def test_end_to_end_resume_writes_the_same_files_with_fast_skip_on_and_off(tmp_p
             server.requests = 0  # the stand-in numbers its answers
             monkeypatch.setattr(WorkList, "fast_skip", fast)
             cfg = GenerateConfig(
-                prompts=prompts, output_dir=outdir, endpoints=[url], max_tokens=8, samples=2, concurrency=1,
-                hedge=False, commit_interval_s=0.0, force=True,  # force: job.json is not part of the prior state
+                prompts=prompts,
+                output_dir=outdir,
+                endpoints=[url],
+                max_tokens=8,
+                samples=2,
+                concurrency=1,
+                hedge=False,
+                commit_interval_s=0.0,
+                force=True,  # force: job.json is not part of the prior state
             )
             stats = generate(cfg, handle_signals=False)
-            counters = {k: v for k, v in stats.to_dict().items() if k not in ("wall_s", "output_tokens_per_s", "warmup")}
+            counters = {
+                k: v for k, v in stats.to_dict().items() if k not in ("wall_s", "output_tokens_per_s", "warmup")
+            }
             for r in counters["replicas"]:
                 del r["output_tokens_per_s"]  # a rate over wall time
             outcomes[fast] = ((outdir / ERRORS).read_bytes(), (outdir / RESULTS).read_bytes(), counters)
     finally:
         server.stop()
-    (fast_errors, fast_results, fast_counters), (full_errors, full_results, full_counters) = outcomes[True], outcomes[False]
+    (fast_errors, fast_results, fast_counters), (full_errors, full_results, full_counters) = (
+        outcomes[True],
+        outcomes[False],
+    )
     assert fast_errors == full_errors
     assert fast_counters == full_counters
 
@@ -251,6 +288,8 @@ def test_end_to_end_resume_writes_the_same_files_with_fast_skip_on_and_off(tmp_p
         (11, "line 11: `id` must be a non-empty string, got True"),
     ]
     new_results = sorted((r["id"], r["sample"]) for r in without_timing(fast_results)[9:])
-    assert new_results == sorted([(normalize(ROWS[6], 7).id, 0), (normalize(ROWS[6], 7).id, 1), ("e", 1), ("f", 0), ("f", 1)])
+    assert new_results == sorted(
+        [(normalize(ROWS[6], 7).id, 0), (normalize(ROWS[6], 7).id, 1), ("e", 1), ("f", 0), ("f", 1)]
+    )
     rows = full_counters["rows"]
     assert (rows["resumed"], rows["ok"], rows["input_errors"]) == (2 + 2 + 2 + 1 + 2, 5, 4)  # a, b, 7, e's 0, c

@@ -56,7 +56,9 @@ def test_shards_split_the_work_of_the_whole_job_disjointly(tmp_path):
         elif r < 0.1:
             lines.append(orjson.dumps({"messages": [{"role": "user", "content": f"no id {i}"}]}))
         elif r < 0.15:
-            lines.append(orjson.dumps({"id": f"p{rng.randrange(i + 1)}", "messages": [{"role": "user", "content": "dup"}]}))
+            lines.append(
+                orjson.dumps({"id": f"p{rng.randrange(i + 1)}", "messages": [{"role": "user", "content": "dup"}]})
+            )
         elif r < 0.2:
             lines.append(orjson.dumps({"id": f"q{i}", "conversations": [{"from": "human", "value": "sharegpt"}]}))
         else:
@@ -75,8 +77,17 @@ def test_shards_split_the_work_of_the_whole_job_disjointly(tmp_path):
 
 
 def _cfg(prompts, outdir, url, **kw):
-    return GenerateConfig(prompts=prompts, output_dir=outdir, endpoints=[url], max_tokens=8, samples=2, concurrency=8,
-                          hedge=False, commit_interval_s=0.0, **kw)
+    return GenerateConfig(
+        prompts=prompts,
+        output_dir=outdir,
+        endpoints=[url],
+        max_tokens=8,
+        samples=2,
+        concurrency=8,
+        hedge=False,
+        commit_interval_s=0.0,
+        **kw,
+    )
 
 
 def test_kill9_of_one_shard_then_resume_is_exactly_once_across_shards(tmp_path, standin):
@@ -84,11 +95,31 @@ def test_kill9_of_one_shard_then_resume_is_exactly_once_across_shards(tmp_path, 
     prompts = write_prompts(tmp_path / "p.jsonl", n)
     out = tmp_path / "out"
     expected = {(f"p{i}", k) for i in range(n) for k in range(2)}
-    args = [sys.executable, "-m", "fleetgen.cli.app", "generate", str(prompts), "-o", str(out), "--endpoint", standin,
-            "--model", "standin", "--samples", "2", "--max-tokens", "8", "--concurrency", "8", "--no-hedge"]
+    args = [
+        sys.executable,
+        "-m",
+        "fleetgen.cli.app",
+        "generate",
+        str(prompts),
+        "-o",
+        str(out),
+        "--endpoint",
+        standin,
+        "--model",
+        "standin",
+        "--samples",
+        "2",
+        "--max-tokens",
+        "8",
+        "--concurrency",
+        "8",
+        "--no-hedge",
+    ]
     env = {"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"}
-    procs = [subprocess.Popen([*args, "--shard", f"{i}/2"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-             for i in range(2)]
+    procs = [
+        subprocess.Popen([*args, "--shard", f"{i}/2"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for i in range(2)
+    ]
     victim = out / "results.shard-1-of-2.jsonl"
     t0 = time.monotonic()
     while (not victim.exists() or victim.stat().st_size < 2000) and time.monotonic() - t0 < 60:

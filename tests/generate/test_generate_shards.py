@@ -48,11 +48,16 @@ def wait_for_bytes(path: Path, size: int, timeout: float = 60) -> None:
 
 def test_shard_configs_split_the_window_and_fix_paths(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    cfg = GenerateConfig(prompts=Path("p.jsonl"), output_dir=Path("out"), endpoints=["http://127.0.0.1:1"], shards=3,
-                         concurrency=64)
+    cfg = GenerateConfig(
+        prompts=Path("p.jsonl"), output_dir=Path("out"), endpoints=["http://127.0.0.1:1"], shards=3, concurrency=64
+    )
     parts = shard_configs(cfg)
-    assert [str(c.sharding.shard) for c in parts] == ["0/3", "1/3", "2/3"] and {c.sharding.shards for c in parts} == {None}
-    assert {c.routing.concurrency for c in parts} == {22}  # 3 x 22 >= 64: each replica sees what one process would put on it
+    assert [str(c.sharding.shard) for c in parts] == ["0/3", "1/3", "2/3"] and {c.sharding.shards for c in parts} == {
+        None
+    }
+    assert {c.routing.concurrency for c in parts} == {
+        22
+    }  # 3 x 22 >= 64: each replica sees what one process would put on it
     assert all(c.prompts == tmp_path / "p.jsonl" and c.output_dir == tmp_path / "out" for c in parts)
     assert {c.sharding.replica_slice for c in parts} == {None}  # fewer replicas than shards: all share the one
     assert [c.observe.metrics_port for c in shard_configs(cfg.updated(metrics_port=9400))] == [9400, 9401, 9402]
@@ -87,10 +92,34 @@ def test_kill9_of_one_shard_process_is_restarted_and_exactly_once(tmp_path, stan
     expected = {(f"p{i}", k) for i in range(n) for k in range(2)}
     env = {"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"}
     driver = subprocess.Popen(
-        [sys.executable, "-m", "fleetgen.cli.app", "generate", str(prompts), "-o", str(out), "--endpoint", standin,
-         "--model", "standin", "--samples", "2", "--max-tokens", "8", "--concurrency", "16", "--no-hedge",
-         "--shards", "2", "--shard-runner", "process"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "fleetgen.cli.app",
+            "generate",
+            str(prompts),
+            "-o",
+            str(out),
+            "--endpoint",
+            standin,
+            "--model",
+            "standin",
+            "--samples",
+            "2",
+            "--max-tokens",
+            "8",
+            "--concurrency",
+            "16",
+            "--no-hedge",
+            "--shards",
+            "2",
+            "--shard-runner",
+            "process",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     victim_file = out / "results.shard-1-of-2.jsonl"
     wait_for_bytes(victim_file, 2000)
@@ -123,10 +152,36 @@ def test_ctrl_c_on_the_process_group_stops_each_shard_once_and_cleanly(tmp_path)
         out = tmp_path / "out"
         env = {"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"}
         driver = subprocess.Popen(  # a session of its own: its process group is what a terminal's Ctrl-C reaches
-            [sys.executable, "-m", "fleetgen.cli.app", "generate", str(prompts), "-o", str(out), "--endpoint", url,
-             "--model", "standin", "--samples", "2", "--max-tokens", "8", "--concurrency", "16", "--no-hedge",
-             "--shards", "2", "--shard-runner", "process", "--no-warmup"],  # the stand-in counts job requests
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "fleetgen.cli.app",
+                "generate",
+                str(prompts),
+                "-o",
+                str(out),
+                "--endpoint",
+                url,
+                "--model",
+                "standin",
+                "--samples",
+                "2",
+                "--max-tokens",
+                "8",
+                "--concurrency",
+                "16",
+                "--no-hedge",
+                "--shards",
+                "2",
+                "--shard-runner",
+                "process",
+                "--no-warmup",
+            ],  # the stand-in counts job requests
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
         )
         for name in ("results.shard-0-of-2.jsonl", "results.shard-1-of-2.jsonl"):
             wait_for_bytes(out / name, 2000)
@@ -137,7 +192,8 @@ def test_ctrl_c_on_the_process_group_stops_each_shard_once_and_cleanly(tmp_path)
         keys = keys_across_shards(out)
         assert max(keys.values()) == 1
         assert sum(keys.values()) == server.requests, (
-            f"{server.requests - sum(keys.values())} sample(s) sent but not recorded: abandoned by a second SIGINT")
+            f"{server.requests - sum(keys.values())} sample(s) sent but not recorded: abandoned by a second SIGINT"
+        )
         for i in range(2):
             stats = orjson.loads((out / f"stats.shard-{i}-of-2.json").read_bytes())
             assert stats["interrupted"] and stats["stopped_reason"] == "stopped by SIGINT"
@@ -150,16 +206,40 @@ def test_the_runner_follows_the_fleet_states_backend(tmp_path):
     from fleetgen.fleet.state import FleetState, ReplicaState, write_state
     from fleetgen.generate.shards.run import choose_runner
 
-    replica = ReplicaState(index=0, endpoint="http://10.0.0.1:30000", pid=1, create_time=0.0, engine="vllm", model="m",
-                           served_model_name="m", log_path="x.log", command=["serve"], effective_config={"model": "m"})
-    for backend, address, want in (("local", None, ("process", None)), ("ray", "10.0.0.1:6379", ("ray", "10.0.0.1:6379"))):
+    replica = ReplicaState(
+        index=0,
+        endpoint="http://10.0.0.1:30000",
+        pid=1,
+        create_time=0.0,
+        engine="vllm",
+        model="m",
+        served_model_name="m",
+        log_path="x.log",
+        command=["serve"],
+        effective_config={"model": "m"},
+    )
+    for backend, address, want in (
+        ("local", None, ("process", None)),
+        ("ray", "10.0.0.1:6379", ("ray", "10.0.0.1:6379")),
+    ):
         state = tmp_path / backend
         state.mkdir()
-        write_state(state, FleetState(engine="vllm", model="m", served_model_name="m", replicas=[replica], backend=backend,
-                                      ray_address=address))
+        write_state(
+            state,
+            FleetState(
+                engine="vllm",
+                model="m",
+                served_model_name="m",
+                replicas=[replica],
+                backend=backend,
+                ray_address=address,
+            ),
+        )
         cfg = GenerateConfig(prompts=tmp_path / "p.jsonl", output_dir=tmp_path / "o", fleet_state=state, shards=2)
         assert choose_runner(cfg) == want
         assert choose_runner(cfg.updated(shard_runner="process")) == ("process", None)
-    endpoints = GenerateConfig(prompts=tmp_path / "p.jsonl", output_dir=tmp_path / "o", endpoints=["http://x"], shards=2)
+    endpoints = GenerateConfig(
+        prompts=tmp_path / "p.jsonl", output_dir=tmp_path / "o", endpoints=["http://x"], shards=2
+    )
     assert choose_runner(endpoints) == ("process", None)
     assert choose_runner(endpoints.updated(shard_runner="ray")) == ("ray", "auto")  # RAY_ADDRESS, as `ray` reads it

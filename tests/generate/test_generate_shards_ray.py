@@ -51,8 +51,19 @@ def cluster():
 
 
 def _cfg(prompts: Path, out: Path, url: str, **kw) -> GenerateConfig:
-    return GenerateConfig(prompts=prompts, output_dir=out, endpoints=[url], model="standin", samples=2, max_tokens=8,
-                          concurrency=16, hedge=False, shards=2, shard_runner="ray", **kw)
+    return GenerateConfig(
+        prompts=prompts,
+        output_dir=out,
+        endpoints=[url],
+        model="standin",
+        samples=2,
+        max_tokens=8,
+        concurrency=16,
+        hedge=False,
+        shards=2,
+        shard_runner="ray",
+        **kw,
+    )
 
 
 def test_kill9_of_one_shard_task_worker_is_retried_by_ray_and_exactly_once(cluster, standin, tmp_path):
@@ -140,9 +151,18 @@ def test_a_shard_retried_while_its_old_attempt_still_runs_waits_for_it_and_rows_
         token = "the-driver-run"
         marker = f"{MARKER_PREFIX}{token}"
         (out / marker).write_text(token)
-        cfg = GenerateConfig(prompts=prompts, output_dir=out, endpoints=[url], model="standin", max_tokens=8,
-                             concurrency=window, hedge=False, shard="1/2", commit_interval_s=0.0,
-                             warmup=False)  # hold_first holds the job's first requests, not a warm-up
+        cfg = GenerateConfig(
+            prompts=prompts,
+            output_dir=out,
+            endpoints=[url],
+            model="standin",
+            max_tokens=8,
+            concurrency=window,
+            hedge=False,
+            shard="1/2",
+            commit_interval_s=0.0,
+            warmup=False,
+        )  # hold_first holds the job's first requests, not a warm-up
         lease, journal = out / lease_name(".shard-1-of-2"), out / "results.shard-1-of-2.jsonl"
 
         def holder() -> dict:

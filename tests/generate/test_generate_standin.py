@@ -14,9 +14,18 @@ from fleetgen.generate import GenerateConfig, generate
 
 def cfg(tmp_path, endpoints, **kw) -> GenerateConfig:
     base = dict(
-        prompts=tmp_path / "p.jsonl", output_dir=tmp_path / "out", endpoints=endpoints, max_tokens=8,
-        concurrency=4, timeout_base_s=1.0, timeout_per_token_s=0.0, backoff_base_s=0.05, backoff_max_s=0.2,
-        replica_cooldown_s=0.2, hedge=False, commit_interval_s=0.0,
+        prompts=tmp_path / "p.jsonl",
+        output_dir=tmp_path / "out",
+        endpoints=endpoints,
+        max_tokens=8,
+        concurrency=4,
+        timeout_base_s=1.0,
+        timeout_per_token_s=0.0,
+        backoff_base_s=0.05,
+        backoff_max_s=0.2,
+        replica_cooldown_s=0.2,
+        hedge=False,
+        commit_interval_s=0.0,
         warmup=False,  # these script faults of the job's own requests (test_warmup.py: the warm-up's)
     )
     base.update(kw)
@@ -82,14 +91,38 @@ def test_sigterm_stops_gracefully_and_resume_completes(tmp_path):
 
     port = free_port_base(1, 18500)
     server = subprocess.Popen(
-        [sys.executable, str(Path(__file__).with_name("standin_server.py")), "--port", str(port),
-         "--delay-per-token", "0.02", "--max-concurrent", "8"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            str(Path(__file__).with_name("standin_server.py")),
+            "--port",
+            str(port),
+            "--delay-per-token",
+            "0.02",
+            "--max-concurrent",
+            "8",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         write_prompts(tmp_path / "p.jsonl", 200)
-        args = [sys.executable, "-m", "fleetgen.cli.app", "generate", str(tmp_path / "p.jsonl"), "-o", str(tmp_path / "out"),
-                "--endpoint", f"http://127.0.0.1:{port}", "--model", "standin", "--max-tokens", "8", "--concurrency", "8"]
+        args = [
+            sys.executable,
+            "-m",
+            "fleetgen.cli.app",
+            "generate",
+            str(tmp_path / "p.jsonl"),
+            "-o",
+            str(tmp_path / "out"),
+            "--endpoint",
+            f"http://127.0.0.1:{port}",
+            "--model",
+            "standin",
+            "--max-tokens",
+            "8",
+            "--concurrency",
+            "8",
+        ]
         time.sleep(1.0)
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         results = tmp_path / "out" / "results.jsonl"

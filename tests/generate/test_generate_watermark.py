@@ -42,6 +42,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 # --- playing runs in-process -----------------------------------------------------------------------------
 
+
 def random_prompts(path: Path, rng: random.Random, n: int) -> Path:
     """Rows with repeated ids, bad rows, rows without ids, int ids, ShareGPT rows, blank lines."""
     lines = []
@@ -82,19 +83,33 @@ def digest(prompts: Path, samples: int, shard: Shard, outdir: Path) -> bytes:
     return job_digest(identity, samples, (shard.index, shard.count))
 
 
-def open_progress(outdir: Path, prompts: Path, samples: int, shard: Shard, done, journal: Journal) -> CheckpointProgress:
+def open_progress(
+    outdir: Path, prompts: Path, samples: int, shard: Shard, done, journal: Journal
+) -> CheckpointProgress:
     paths = tuple(outdir / n for n in journal_names(shard.suffix)[:2])
-    return CheckpointProgress.open(outdir, shard.suffix, digest(prompts, samples, shard, outdir), done, samples, paths,
-                         lambda: journal.ends)
+    return CheckpointProgress.open(
+        outdir, shard.suffix, digest(prompts, samples, shard, outdir), done, samples, paths, lambda: journal.ends
+    )
 
 
 def make_loop(prompts: Path, done, samples: int, shard: Shard, progress: CheckpointProgress | None) -> WorkList:
     return WorkList(prompts, samples, done, Stats(total=rows_of(prompts) * samples), shard=shard, progress=progress)
 
 
-def play(prompts: Path, outdir: Path, samples: int, shard: Shard, rng: random.Random, *, steps: int | None,
-         retry_errors: bool = False, check=None, lose_last_frame: bool = False, snapshots: float = 0.0,
-         graceful: bool = False) -> None:
+def play(
+    prompts: Path,
+    outdir: Path,
+    samples: int,
+    shard: Shard,
+    rng: random.Random,
+    *,
+    steps: int | None,
+    retry_errors: bool = False,
+    check=None,
+    lose_last_frame: bool = False,
+    snapshots: float = 0.0,
+    graceful: bool = False,
+) -> None:
     """One run: items taken a few at a time, completed in random order, committed in batches; stopped after `steps`.
 
     steps None: run to the end and close the checkpoint as the runner does (and save the done-set
@@ -128,8 +143,11 @@ def play(prompts: Path, outdir: Path, samples: int, shard: Shard, rng: random.Ra
                 record(item, batch, done, loop.stats)
             else:
                 prompt, sample = item
-                outcome = (Failed(prompt.id, sample, "stand-in failure", "failed", prompt.line) if rng.random() < 0.15
-                           else Completed(prompt.id, sample, {"messages": []}, False, 1, 1))
+                outcome = (
+                    Failed(prompt.id, sample, "stand-in failure", "failed", prompt.line)
+                    if rng.random() < 0.15
+                    else Completed(prompt.id, sample, {"messages": []}, False, 1, 1)
+                )
                 record(outcome, batch, done, loop.stats)
         if batch:
             journal.commit(batch.results, batch.errors)
@@ -170,7 +188,13 @@ def frames_end(outdir: Path, prompts: Path, samples: int, shard: Shard) -> int:
 def done_content(done) -> tuple:
     """Everything a done set holds, whatever its table's size or layout: slots, wide samples, row errors, counts."""
     lo, hi, bits = done.occupied()
-    return set(zip(lo.tolist(), hi.tolist(), bits.tolist())), set(done.wide), set(done.bad_lines), done.results, done.errors
+    return (
+        set(zip(lo.tolist(), hi.tolist(), bits.tolist())),
+        set(done.wide),
+        set(done.bad_lines),
+        done.results,
+        done.errors,
+    )
 
 
 def scanned_done(outdir: Path, shard: Shard, tmp: Path) -> tuple:
@@ -211,6 +235,7 @@ def damage(path: Path, rng: random.Random) -> str:
 
 # --- exactness on random kills --------------------------------------------------------------------------
 
+
 def test_resume_from_the_checkpoint_equals_the_full_pass_after_random_kills(tmp_path):
     """Random prompt files, samples 1-3, whole job or a shard; each run killed at a random point, then resumed twice."""
     rng = random.Random(19)
@@ -228,7 +253,9 @@ def test_resume_from_the_checkpoint_equals_the_full_pass_after_random_kills(tmp_
         play(prompts, outdir, samples, shard, rng, steps=None)  # the last run finishes
         with_ckpt, start = resume_view(prompts, outdir, samples, shard, tmp_path, checkpoint=True)
         assert with_ckpt == resume_view(prompts, outdir, samples, shard, tmp_path, checkpoint=False)[0]
-        assert with_ckpt[0] == [] and start == last_row(prompts) + 1  # a finished run's checkpoint covers every row (blank ones aside)
+        assert (
+            with_ckpt[0] == [] and start == last_row(prompts) + 1
+        )  # a finished run's checkpoint covers every row (blank ones aside)
     assert seeks > 50  # the resumes did start past the beginning
 
 
@@ -243,8 +270,16 @@ def test_resume_with_done_set_snapshots_equals_the_full_pass_after_random_kills(
         outdir = tmp_path / f"out{case}"
         snap = outdir / donefile.snapshot_name(shard.suffix)
         for cycle in range(rng.randint(1, 4)):
-            play(prompts, outdir, samples, shard, rng, steps=rng.randint(1, 25), lose_last_frame=rng.random() < 0.3,
-                 snapshots=rng.choice([0.1, 0.5, 1.0]))
+            play(
+                prompts,
+                outdir,
+                samples,
+                shard,
+                rng,
+                steps=rng.randint(1, 25),
+                lose_last_frame=rng.random() < 0.3,
+                snapshots=rng.choice([0.1, 0.5, 1.0]),
+            )
             how = damage(snap, rng) if snap.exists() and rng.random() < 0.3 else None
             content, took = opened_done(outdir, shard, tmp_path)
             assert content == scanned_done(outdir, shard, tmp_path), f"case {case} cycle {cycle} ({how})"
@@ -275,8 +310,16 @@ def test_resume_with_a_claims_snapshot_equals_the_full_pass(tmp_path):
         outdir = tmp_path / f"out{case}"
         claims, ckpt = outdir / claimsfile.claims_name(shard.suffix), outdir / checkpoint_name(shard.suffix)
         for cycle in range(rng.randint(2, 5)):
-            play(prompts, outdir, samples, shard, rng, steps=rng.randint(1, 25), graceful=rng.random() < 0.6,
-                 lose_last_frame=rng.random() < 0.2)
+            play(
+                prompts,
+                outdir,
+                samples,
+                shard,
+                rng,
+                steps=rng.randint(1, 25),
+                graceful=rng.random() < 0.6,
+                lose_last_frame=rng.random() < 0.2,
+            )
             how = None
             if claims.exists() and rng.random() < 0.2:
                 how = damage(claims, rng)
@@ -303,7 +346,17 @@ def test_a_torn_or_flipped_claims_snapshot_is_never_used(tmp_path):
     assert n > 10 and claimsfile.load(claims, key) is not None
     _cut_checkpoint_back(ckpt, random.Random(2))  # a resume that would look the claims up
     full = resume_view(prompts, outdir, 1, Shard(), tmp_path, checkpoint=False)[0]
-    spots = [3, 20, 60, 1000, 4095, 4096 + 3, 4096 + 8 * n + 2, 4096 + 16 * n + 1, len(data) - 1]  # header, lo, hi, line
+    spots = [
+        3,
+        20,
+        60,
+        1000,
+        4095,
+        4096 + 3,
+        4096 + 8 * n + 2,
+        4096 + 16 * n + 1,
+        len(data) - 1,
+    ]  # header, lo, hi, line
     for at in spots:
         flipped = bytearray(data)
         flipped[at] ^= 0x04
@@ -370,7 +423,9 @@ def test_a_kill_between_the_journal_write_and_the_checkpoint_write(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     proc = subprocess.run([sys.executable, "-c", code, str(prompts), str(outdir), str(Path(__file__).parent)], env=env)
     assert proc.returncode == 9
-    on_disk = {(r["id"], r["sample"]) for r in read_jsonl(outdir / "results.jsonl") + read_jsonl(outdir / "errors.jsonl")}
+    on_disk = {
+        (r["id"], r["sample"]) for r in read_jsonl(outdir / "results.jsonl") + read_jsonl(outdir / "errors.jsonl")
+    }
     assert on_disk  # the fourth commit's rows are there, its frame is not
     with_ckpt, start = resume_view(prompts, outdir, 2, Shard(), tmp_path, checkpoint=True)
     assert start > 1
@@ -379,6 +434,7 @@ def test_a_kill_between_the_journal_write_and_the_checkpoint_write(tmp_path):
 
 
 # --- torn, missing, stale ---------------------------------------------------------------------------------
+
 
 def _played(tmp_path: Path, seed: int = 3, samples: int = 2) -> tuple[Path, Path, random.Random]:
     rng = random.Random(seed)
@@ -476,12 +532,24 @@ def _cut_past_the_snapshot(outdir: Path) -> None:
     _cut_results(outdir)  # a line the snapshot does not hold, but the key index after it does: that part is stale
 
 
-@pytest.mark.parametrize("how", [_cut_results, _replace_results_tail, _archive_errors, _drop_index, _rewrite_index,
-                                 _more_after_the_snapshot, _cut_past_the_snapshot])
+@pytest.mark.parametrize(
+    "how",
+    [
+        _cut_results,
+        _replace_results_tail,
+        _archive_errors,
+        _drop_index,
+        _rewrite_index,
+        _more_after_the_snapshot,
+        _cut_past_the_snapshot,
+    ],
+)
 def test_a_stale_done_set_snapshot_is_ignored_and_a_prefix_one_used(tmp_path, how):
     rng = random.Random(7)
     prompts, outdir = random_prompts(tmp_path / "p.jsonl", rng, 60), tmp_path / "out"
-    play(prompts, outdir, 2, Shard(), rng, steps=8, snapshots=1.0)  # a snapshot after every commit: of the whole journal
+    play(
+        prompts, outdir, 2, Shard(), rng, steps=8, snapshots=1.0
+    )  # a snapshot after every commit: of the whole journal
     prefix = how in (_more_after_the_snapshot, _cut_past_the_snapshot)
     if prefix:
         play(prompts, outdir, 2, Shard(), rng, steps=8)  # more commits, no snapshot: it now holds a prefix
@@ -507,7 +575,14 @@ def test_a_torn_or_flipped_done_set_snapshot_is_never_used(tmp_path):
     for cut in sorted(rng.sample(range(len(data)), 25)):
         snap.write_bytes(data[:cut])
         assert opened_done(outdir, Shard(), tmp_path) == (reference, False), f"cut at {cut}"
-    for at in [9, 40, 4100, rng.randrange(4096, table_end), table_end + 3, len(data) - 1]:  # header, table, row errors, wide
+    for at in [
+        9,
+        40,
+        4100,
+        rng.randrange(4096, table_end),
+        table_end + 3,
+        len(data) - 1,
+    ]:  # header, table, row errors, wide
         flipped = bytearray(data)
         flipped[at] ^= 0x10
         snap.write_bytes(bytes(flipped))
@@ -519,7 +594,9 @@ def test_an_edited_prompt_file_makes_the_checkpoint_stale(tmp_path):
     prompts, outdir, _ = _played(tmp_path)
     assert frames_end(outdir, prompts, 2, Shard()) > 1
     lines = prompts.read_bytes().splitlines(keepends=True)
-    lines.insert(2, orjson.dumps({"id": "r0", "messages": [{"role": "user", "content": "new"}]}) + b"\n")  # shifts every line
+    lines.insert(
+        2, orjson.dumps({"id": "r0", "messages": [{"role": "user", "content": "new"}]}) + b"\n"
+    )  # shifts every line
     prompts.write_bytes(b"".join(lines))
     with_ckpt, start = resume_view(prompts, outdir, 2, Shard(), tmp_path, checkpoint=True)
     assert start == 1
@@ -576,7 +653,9 @@ def test_generate_killed_at_random_resumes_from_the_checkpoint_exactly_once(tmp_
     rng = random.Random(29)
     prompts = tmp_path / "p.jsonl"
     write_prompts(prompts, 400)
-    with open(prompts, "ab") as f:  # a duplicate id and a bad row, late in the file, so resumes meet them past the watermark
+    with open(
+        prompts, "ab"
+    ) as f:  # a duplicate id and a bad row, late in the file, so resumes meet them past the watermark
         f.write(orjson.dumps({"id": "p3", "messages": [{"role": "user", "content": "again"}]}) + b"\n")
         f.write(b'{"id": oops\n')
     outdir = tmp_path / "out"
@@ -586,8 +665,12 @@ def test_generate_killed_at_random_resumes_from_the_checkpoint_exactly_once(tmp_
     starts, snapshots_used = [], 0
     try:
         for _ in range(5):
-            child = subprocess.Popen([sys.executable, "-c", CHILD, str(prompts), str(outdir), url], env=env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            child = subprocess.Popen(
+                [sys.executable, "-c", CHILD, str(prompts), str(outdir), url],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             # Killed once it wrote a random number of new rows, however fast the machine: a kill at a fixed
             # time met a run that had committed nothing yet on a loaded machine.
             target = _lines(outdir / "results.jsonl") + rng.randint(40, 160)
@@ -603,8 +686,13 @@ def test_generate_killed_at_random_resumes_from_the_checkpoint_exactly_once(tmp_
                 content, took = opened_done(outdir, Shard(), tmp_path)
                 assert content == scanned_done(outdir, Shard(), tmp_path)
                 snapshots_used += took
-        subprocess.run([sys.executable, "-c", CHILD, str(prompts), str(outdir), url], env=env, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-c", CHILD, str(prompts), str(outdir), url],
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     finally:
         server.stop()
     results, _ = assert_exactly_once(outdir, [f"p{i}" for i in range(400)], 2)
@@ -613,7 +701,9 @@ def test_generate_killed_at_random_resumes_from_the_checkpoint_exactly_once(tmp_
     assert any(s > 1 for s in starts)  # some resume did seek past a watermark
     assert snapshots_used  # and some read the done set from a snapshot a killed run left
     assert frames_end(outdir, prompts, 2, Shard()) == 403
-    assert {(id_hash(r["id"]), r["sample"]) for r in results} == {(id_hash(f"p{i}"), k) for i in range(400) for k in range(2)}
+    assert {(id_hash(r["id"]), r["sample"]) for r in results} == {
+        (id_hash(f"p{i}"), k) for i in range(400) for k in range(2)
+    }
 
 
 def test_a_commit_that_fails_writes_no_frame_for_its_rows(tmp_path, monkeypatch):
@@ -638,8 +728,16 @@ def test_a_commit_that_fails_writes_no_frame_for_its_rows(tmp_path, monkeypatch)
         from fleetgen.errors import OutputError
         from fleetgen.generate import GenerateConfig, generate
 
-        cfg = GenerateConfig(prompts=prompts, output_dir=outdir, endpoints=[url], max_tokens=4, samples=2,
-                             concurrency=4, hedge=False, commit_interval_s=0.01)
+        cfg = GenerateConfig(
+            prompts=prompts,
+            output_dir=outdir,
+            endpoints=[url],
+            max_tokens=4,
+            samples=2,
+            concurrency=4,
+            hedge=False,
+            commit_interval_s=0.01,
+        )
         with pytest.raises(OutputError):
             generate(cfg, handle_signals=False)
     finally:
@@ -658,13 +756,16 @@ def test_a_parquet_prompt_file_is_read_whole_and_leaves_no_checkpoint(tmp_path):
     from fleetgen.generate import GenerateConfig, generate
 
     prompts = tmp_path / "p.parquet"
-    pq.write_table(pa.Table.from_pylist(
-        [{"id": f"q{i}", "messages": [{"role": "user", "content": f"q {i}"}]} for i in range(12)]), prompts)
+    pq.write_table(
+        pa.Table.from_pylist([{"id": f"q{i}", "messages": [{"role": "user", "content": f"q {i}"}]} for i in range(12)]),
+        prompts,
+    )
     server = StandinServer()
     url = server.start()
     try:
-        cfg = GenerateConfig(prompts=prompts, output_dir=tmp_path / "out", endpoints=[url], max_tokens=4, samples=2,
-                             hedge=False)
+        cfg = GenerateConfig(
+            prompts=prompts, output_dir=tmp_path / "out", endpoints=[url], max_tokens=4, samples=2, hedge=False
+        )
         first = generate(cfg, handle_signals=False)
         (tmp_path / "out" / "complete.json").unlink()
         again = generate(cfg, handle_signals=False)

@@ -24,8 +24,13 @@ from fleetgen.rows.token_ids import recorded_turns
 TEMPLATES = Path(__file__).resolve().parents[1] / "fixtures" / "templates"
 QWEN3 = TEMPLATES / "qwen3_style.jinja"
 EOT = "<|im_end|>"
-TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}
-         for n in ("search", "fetch")]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {"name": n, "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}},
+    }
+    for n in ("search", "fetch")
+]
 
 
 def call(name, q, cid):
@@ -63,15 +68,29 @@ def test_a_fleets_chat_template_flag_is_the_template_read(tmp_path):
     from fleetgen.fleet.state import FleetState, ReplicaState, write_state
 
     def fleet(command):
-        replica = ReplicaState(index=0, endpoint="http://127.0.0.1:1", pid=1, create_time=0.0, engine="vllm",
-                               model="smollm2", served_model_name="smollm2", log_path="x", command=command)
+        replica = ReplicaState(
+            index=0,
+            endpoint="http://127.0.0.1:1",
+            pid=1,
+            create_time=0.0,
+            engine="vllm",
+            model="smollm2",
+            served_model_name="smollm2",
+            log_path="x",
+            command=command,
+        )
         d = tmp_path / str(len(list(tmp_path.iterdir())))
-        write_state(d if d.mkdir() is None else d, FleetState(engine="vllm", model="smollm2", served_model_name="smollm2",
-                                                              replicas=[replica]))
+        write_state(
+            d if d.mkdir() is None else d,
+            FleetState(engine="vllm", model="smollm2", served_model_name="smollm2", replicas=[replica]),
+        )
         return d
 
     assert decide("template", None, fleet(["serve", "--chat-template", str(QWEN3)])).policy == "keep"
-    assert decide("template", None, fleet([f"--chat-template={TEMPLATES / 'smollm2_hermes_tools.jinja'}"])).policy == "drop"
+    assert (
+        decide("template", None, fleet([f"--chat-template={TEMPLATES / 'smollm2_hermes_tools.jinja'}"])).policy
+        == "drop"
+    )
     missing = decide("template", None, fleet(["--chat-template", "no-such-template"]))
     assert missing.policy == "drop" and "no-such-template" in missing.note
 
@@ -88,8 +107,9 @@ def tok():
 
 
 def render(tok, messages, gen, **kwargs):
-    return tok.apply_chat_template(messages, tools=TOOLS, chat_template=QWEN3.read_text(), tokenize=False,
-                                   add_generation_prompt=gen, **kwargs)
+    return tok.apply_chat_template(
+        messages, tools=TOOLS, chat_template=QWEN3.read_text(), tokenize=False, add_generation_prompt=gen, **kwargs
+    )
 
 
 @pytest.fixture(scope="module")
@@ -113,10 +133,12 @@ def qwen3_target(tok):
         prompt = render(tok, msgs, True, **kwargs)
         full = render(tok, [*msgs, message], False, **kwargs)
         assert full.startswith(prompt)
-        sampled = full[len(prompt):].split(EOT)[0] + EOT
-        return {**{k: v for k, v in message.items() if k != "role"},
-                "prompt_token_ids": tok(prompt, add_special_tokens=False)["input_ids"],
-                "token_ids": tok(sampled, add_special_tokens=False)["input_ids"]}
+        sampled = full[len(prompt) :].split(EOT)[0] + EOT
+        return {
+            **{k: v for k, v in message.items() if k != "role"},
+            "prompt_token_ids": tok(prompt, add_special_tokens=False)["input_ids"],
+            "token_ids": tok(sampled, add_special_tokens=False)["input_ids"],
+        }
 
     server = StandinServer(respond=target)
     url = server.start()
@@ -127,8 +149,19 @@ def qwen3_target(tok):
 def _run(tmp_path, url, name, **kw):
     prompts = tmp_path / f"{name}.jsonl"
     prompts.write_text(json.dumps({"id": name, "tools": TOOLS, "messages": RECORD}) + "\n")
-    generate(GenerateConfig(prompts=prompts, output_dir=tmp_path / name, endpoints=[url], model="standin",
-                            max_tokens=64, hedge=False, commit_interval_s=0.0, **kw), handle_signals=False)
+    generate(
+        GenerateConfig(
+            prompts=prompts,
+            output_dir=tmp_path / name,
+            endpoints=[url],
+            model="standin",
+            max_tokens=64,
+            hedge=False,
+            commit_interval_s=0.0,
+            **kw,
+        ),
+        handle_signals=False,
+    )
     [row] = read_jsonl(tmp_path / name / "results.jsonl")
     assert row["cut"] is None and sum(m["role"] == "assistant" for m in row["messages"]) == 5
     return row
@@ -172,7 +205,11 @@ def test_dropped_history_reasoning_puts_tool_steps_off_the_native_prompt(tmp_pat
     assert all("reasoning_content" not in m for b in bodies for m in b["messages"])
     native = row["messages"]
     at = [i for i, m in enumerate(native) if m["role"] == "assistant"]
-    differ = [k for k, (b, i) in enumerate(zip(bodies, at)) if render(tok, b["messages"], True) != render(tok, native[:i], True)]
+    differ = [
+        k
+        for k, (b, i) in enumerate(zip(bodies, at))
+        if render(tok, b["messages"], True) != render(tok, native[:i], True)
+    ]
     assert differ == [1, 3, 4]  # every step after a tool result: the template shows its earlier steps' reasoning
     assert _chain(row) == [False, False, False, False]
 
@@ -184,5 +221,9 @@ def test_stripped_rows_still_send_the_reasoning_back(tmp_path, tok, qwen3_target
     assert all("reasoning_content" not in m for m in row["messages"])
     bodies = [b for b in server.bodies if b["messages"][0]["content"] == "ask one"]
     sent = [m["reasoning_content"] for m in bodies[-1]["messages"] if m["role"] == "assistant"]
-    assert sent == ["Step 0 of ask one: think it through.", "Step 1 of ask one: think it through.",
-                    "Step 0 of ask two: think it through.", "Step 1 of ask two: think it through."]
+    assert sent == [
+        "Step 0 of ask one: think it through.",
+        "Step 1 of ask one: think it through.",
+        "Step 0 of ask two: think it through.",
+        "Step 1 of ask two: think it through.",
+    ]

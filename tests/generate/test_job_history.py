@@ -18,8 +18,15 @@ from fleetgen.rows.history import HISTORY, identity_digest, read_history
 
 
 def cfg(tmp_path, url, **kw) -> GenerateConfig:
-    base = dict(prompts=tmp_path / "p.jsonl", output_dir=tmp_path / "out", endpoints=[url], model="standin",
-                max_tokens=4, concurrency=4, hedge=False)
+    base = dict(
+        prompts=tmp_path / "p.jsonl",
+        output_dir=tmp_path / "out",
+        endpoints=[url],
+        model="standin",
+        max_tokens=4,
+        concurrency=4,
+        hedge=False,
+    )
     return GenerateConfig(**{**base, **kw})
 
 

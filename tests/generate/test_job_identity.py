@@ -17,18 +17,45 @@ FIXTURE = Path(__file__).resolve().parents[1] / "export" / "fixtures" / "smollm2
 # Fields that say how, where or how fast rows are made, never what a row holds: a resume continues across a
 # change of any of them. A new field must be put here or in IDENTITY_FIELDS (generate/config/__init__.py).
 HOW_FIELDS = {
-    "output_dir", "fleet_state", "endpoints", "api_key",  # where: the servers and the directory, not the rows
+    "output_dir",
+    "fleet_state",
+    "endpoints",
+    "api_key",  # where: the servers and the directory, not the rows
     "samples",  # how many: more samples add rows, the ones there stay right
-    "concurrency", "dispatch", "prefix_affinity", "prefix_routing", "hedge", "hedge_after_s",  # routing, load
-    "max_attempts", "backoff_base_s", "backoff_max_s", "timeout_base_s", "timeout_per_token_s",  # transport
-    "replica_failures", "replica_cooldown_s", "give_up_after_s", "stop_grace_s", "commit_interval_s",
-    "stall_factor", "stall_floor_s",  # when a request is re-sent: the answer is the same job's
-    "metrics_port", "metrics_host", "metrics_allow_remote", "event_loop",  # watching and running the client
-    "replica_slice", "shard_runner", "lease_wait_s", "lease_group", "shard_retries",  # placement of shards
-    "warmup", "warmup_timeout_s",  # before the job's requests
-    "retry_errors", "force",  # what this run does with the directory, not what a row is
+    "concurrency",
+    "dispatch",
+    "prefix_affinity",
+    "prefix_routing",
+    "hedge",
+    "hedge_after_s",  # routing, load
+    "max_attempts",
+    "backoff_base_s",
+    "backoff_max_s",
+    "timeout_base_s",
+    "timeout_per_token_s",  # transport
+    "replica_failures",
+    "replica_cooldown_s",
+    "give_up_after_s",
+    "stop_grace_s",
+    "commit_interval_s",
+    "stall_factor",
+    "stall_floor_s",  # when a request is re-sent: the answer is the same job's
+    "metrics_port",
+    "metrics_host",
+    "metrics_allow_remote",
+    "event_loop",  # watching and running the client
+    "replica_slice",
+    "shard_runner",
+    "lease_wait_s",
+    "lease_group",
+    "shard_retries",  # placement of shards
+    "warmup",
+    "warmup_timeout_s",  # before the job's requests
+    "retry_errors",
+    "force",  # what this run does with the directory, not what a row is
     "context_length",  # a bound for retry-longer that the server's own limit sets anyway
-    "token_ids", "require_token_ids",  # a row without ids says why, and exports re-tokenize it
+    "token_ids",
+    "require_token_ids",  # a row without ids says why, and exports re-tokenize it
 }
 
 
@@ -47,10 +74,20 @@ def test_a_directory_written_before_resumes_under_new_transport_and_refuses_new_
     server = StandinServer(model="smollm2")
     url = server.start()
     try:
-        base = dict(prompts=out / "prompts.jsonl", output_dir=out, endpoints=[url], samples=2, max_tokens=96,
-                    temperature=0.7, warmup=False, token_ids=False)
-        stats = generate(GenerateConfig(**base, concurrency=3, max_attempts=2, hedge=False, event_loop="asyncio"),
-                         handle_signals=False)
+        base = dict(
+            prompts=out / "prompts.jsonl",
+            output_dir=out,
+            endpoints=[url],
+            samples=2,
+            max_tokens=96,
+            temperature=0.7,
+            warmup=False,
+            token_ids=False,
+        )
+        stats = generate(
+            GenerateConfig(**base, concurrency=3, max_attempts=2, hedge=False, event_loop="asyncio"),
+            handle_signals=False,
+        )
         assert stats.resumed == 64 and server.requests == 0, "every row of the earlier run stands"
         assert (out / "job.json").read_bytes() == recorded
         with pytest.raises(ResumeMismatchError, match="temperature was 0.7, now 0.2"):

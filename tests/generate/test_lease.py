@@ -49,7 +49,9 @@ def _wait_until(cond, what: str, timeout: float = 120) -> None:
 
 def test_a_second_writer_is_refused_naming_the_holder_and_the_lease_is_free_after_release(tmp_path):
     first = Lease.acquire(tmp_path)
-    with pytest.raises(LeaseHeldError, match=rf"being written by pid {os.getpid()} on host {socket.gethostname()}") as e:
+    with pytest.raises(
+        LeaseHeldError, match=rf"being written by pid {os.getpid()} on host {socket.gethostname()}"
+    ) as e:
         Lease.acquire(tmp_path)
     assert "writer.lock" in e.value.message and "another --output" in e.value.hint
     first.release()
@@ -66,7 +68,9 @@ def test_the_lease_of_a_holder_that_is_gone_is_taken_over_and_a_live_one_is_not(
     path = tmp_path / lease_name()
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    path.write_bytes(orjson.dumps({"host": socket.gethostname(), "pid": dead.pid, "token": "old", "since": time.time()}))
+    path.write_bytes(
+        orjson.dumps({"host": socket.gethostname(), "pid": dead.pid, "token": "old", "since": time.time()})
+    )
     lease = Lease.acquire(tmp_path)  # its process died: the kernel dropped its lock, and its pid is gone
     assert f"took over the lease on writer.lock of pid {dead.pid}" in caplog.text
     assert _holder(path)["pid"] == os.getpid() and _holder(path)["token"] == lease.token
@@ -79,7 +83,9 @@ def test_the_lease_of_a_holder_that_is_gone_is_taken_over_and_a_live_one_is_not(
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     try:
         _wait_until(lambda: live.pid and os.path.exists(f"/proc/{live.pid}"), "the process started")
-        path.write_bytes(orjson.dumps({"host": socket.gethostname(), "pid": live.pid, "token": "x", "since": time.time() + 5}))
+        path.write_bytes(
+            orjson.dumps({"host": socket.gethostname(), "pid": live.pid, "token": "x", "since": time.time() + 5})
+        )
         with pytest.raises(LeaseHeldError, match=f"pid {live.pid}"):
             Lease.acquire(tmp_path)
     finally:
@@ -95,8 +101,13 @@ def test_a_live_holder_stays_live_when_the_wall_clock_steps(tmp_path, monkeypatc
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     try:
         _wait_until(lambda: live.pid and os.path.exists(f"/proc/{live.pid}"), "the process started")
-        held = {"host": socket.gethostname(), "pid": live.pid, "token": "x", "since": time.time() + 1,
-                "boot": psutil.boot_time()}
+        held = {
+            "host": socket.gethostname(),
+            "pid": live.pid,
+            "token": "x",
+            "since": time.time() + 1,
+            "boot": psutil.boot_time(),
+        }
         real = psutil._psplatform.boot_time
         monkeypatch.setattr(psutil._psplatform, "boot_time", lambda: real() + 3600.0)
         path.write_bytes(orjson.dumps(held))
@@ -141,14 +152,40 @@ def test_two_generate_on_one_output_the_second_is_refused_naming_the_holder_and_
     try:
         prompts = write_prompts(tmp_path / "p.jsonl", n)
         out = tmp_path / "out"
-        args = ["generate", str(prompts), "-o", str(out), "--endpoint", url, "--max-tokens", "8", "--no-warmup",
-                "--concurrency", str(window), "--no-hedge"]
-        first = subprocess.Popen([sys.executable, "-m", "fleetgen.cli.app", *args],
-                                 env={**os.environ, "PYTHONPATH": str(SRC)}, stderr=subprocess.PIPE, text=True)
-        _wait_until(lambda: (_holder(out / lease_name()) or {}).get("pid") == first.pid and server.requests >= window,
-                    "the first run holds the lease with its window in flight")
-        second = GenerateConfig(prompts=prompts, output_dir=out, endpoints=[url], max_tokens=8, concurrency=window, warmup=False,
-                                hedge=False, commit_interval_s=0.0)
+        args = [
+            "generate",
+            str(prompts),
+            "-o",
+            str(out),
+            "--endpoint",
+            url,
+            "--max-tokens",
+            "8",
+            "--no-warmup",
+            "--concurrency",
+            str(window),
+            "--no-hedge",
+        ]
+        first = subprocess.Popen(
+            [sys.executable, "-m", "fleetgen.cli.app", *args],
+            env={**os.environ, "PYTHONPATH": str(SRC)},
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        _wait_until(
+            lambda: (_holder(out / lease_name()) or {}).get("pid") == first.pid and server.requests >= window,
+            "the first run holds the lease with its window in flight",
+        )
+        second = GenerateConfig(
+            prompts=prompts,
+            output_dir=out,
+            endpoints=[url],
+            max_tokens=8,
+            concurrency=window,
+            warmup=False,
+            hedge=False,
+            commit_interval_s=0.0,
+        )
         with pytest.raises(LeaseHeldError, match=rf"{out} is being written by pid {first.pid} on host"):
             generate(second, handle_signals=False)
         server.release()

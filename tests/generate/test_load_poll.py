@@ -61,6 +61,7 @@ async def test_readings_of_real_pages_and_preemptions_as_counter_deltas():
 
 def _live(pages: list[str], i: int) -> web.Application:
     """Serves pages[i] as it is at each request, at /metrics and /metrics/."""
+
     async def page(request: web.Request) -> web.Response:
         return web.Response(text=pages[i])
 
@@ -73,6 +74,7 @@ def _live(pages: list[str], i: int) -> web.Application:
 def _standin(routes: dict[str, str], asked: list[web.Request] | None = None) -> web.Application:
     app = web.Application()
     for path, text in routes.items():
+
         async def page(request: web.Request, text: str = text) -> web.Response:
             if asked is not None:
                 asked.append(request)

@@ -44,9 +44,24 @@ def test_loopback_hosts_need_no_opt_in(tmp_path, host):
 def test_cli_refuses_a_remote_metrics_bind_before_any_work(tmp_path):
     (tmp_path / "p.jsonl").write_text('{"id": "a", "messages": [{"role": "user", "content": "hi"}]}\n')
     r = subprocess.run(
-        [sys.executable, "-m", "fleetgen.cli.app", "generate", str(tmp_path / "p.jsonl"), "-o", str(tmp_path / "out"),
-         "--endpoint", "http://127.0.0.1:1", "--metrics-port", "0", "--metrics-host", "0.0.0.0"],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "fleetgen.cli.app",
+            "generate",
+            str(tmp_path / "p.jsonl"),
+            "-o",
+            str(tmp_path / "out"),
+            "--endpoint",
+            "http://127.0.0.1:1",
+            "--metrics-port",
+            "0",
+            "--metrics-host",
+            "0.0.0.0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert r.returncode == 2 and "metrics_allow_remote" in r.stderr, r.stderr
     assert not (tmp_path / "out").exists()
@@ -114,8 +129,18 @@ def test_a_job_whose_process_is_gone_is_shown_as_not_running(tmp_path):
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     me = psutil.Process(os.getpid())
-    common = dict(output_dir="/out", updated_at=time.time() - 90, total=10, done=4, ok=3, errors=1, resumed=0,
-                  samples_per_s=0.5, output_tokens_per_s=40.0, eta_s=12.0)
+    common = dict(
+        output_dir="/out",
+        updated_at=time.time() - 90,
+        total=10,
+        done=4,
+        ok=3,
+        errors=1,
+        resumed=0,
+        samples_per_s=0.5,
+        output_tokens_per_s=40.0,
+        eta_s=12.0,
+    )
     write_job(tmp_path, JobProgress(pid=gone.pid, create_time=time.time() - 100, **common))
     write_job(tmp_path, JobProgress(pid=me.pid, create_time=me.create_time(), **common))
     (tmp_path / "jobs" / "torn.json").write_text('{"pid": 1')  # unreadable files are skipped
@@ -137,9 +162,24 @@ def test_a_live_job_stays_running_when_the_wall_clock_steps(tmp_path, monkeypatc
     from fleetgen.fleet.process import started
 
     ctime, boot = started(os.getpid())
-    write_job(tmp_path, JobProgress(pid=os.getpid(), create_time=ctime, boot_time=boot, output_dir="/out",
-                                    updated_at=time.time(), total=1, done=0, ok=0, errors=0, resumed=0,
-                                    samples_per_s=0.0, output_tokens_per_s=0.0, eta_s=None))
+    write_job(
+        tmp_path,
+        JobProgress(
+            pid=os.getpid(),
+            create_time=ctime,
+            boot_time=boot,
+            output_dir="/out",
+            updated_at=time.time(),
+            total=1,
+            done=0,
+            ok=0,
+            errors=0,
+            resumed=0,
+            samples_per_s=0.0,
+            output_tokens_per_s=0.0,
+            eta_s=None,
+        ),
+    )
     real = psutil._psplatform.boot_time
     monkeypatch.setattr(psutil._psplatform, "boot_time", lambda: real() + 7200.0)
     assert [running for _, running in read_jobs(tmp_path)] == [True]
@@ -151,8 +191,19 @@ def test_status_shows_each_replicas_limit_added_up_over_the_live_jobs_driving_it
     from fleetgen.cli.fleet import job_limits, job_line
     from fleetgen.fleet.jobs import JobProgress
 
-    common = dict(create_time=0.0, output_dir="/out", updated_at=time.time(), total=10, done=4, ok=4, errors=0,
-                  resumed=0, samples_per_s=0.5, output_tokens_per_s=40.0, concurrency="auto")
+    common = dict(
+        create_time=0.0,
+        output_dir="/out",
+        updated_at=time.time(),
+        total=10,
+        done=4,
+        ok=4,
+        errors=0,
+        resumed=0,
+        samples_per_s=0.5,
+        output_tokens_per_s=40.0,
+        concurrency="auto",
+    )
     a = JobProgress(pid=1, limits={"http://r0": 40, "http://r1": 36}, **common)  # two shards of one job, say
     b = JobProgress(pid=2, limits={"http://r0": 24}, **common)
     dead = JobProgress(pid=3, limits={"http://r1": 500}, **common)

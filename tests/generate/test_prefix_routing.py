@@ -9,9 +9,17 @@ from fleetgen.generate.config.sections import RoutingConfig
 from fleetgen.generate.dispatch.dispatcher import Dispatcher
 from fleetgen.generate.dispatch.prefix_map import BLOCK_CHARS, MIN_BLOCKS, PrefixMap, prefix_blocks
 
-TOOLS = [{"type": "function", "function": {"name": f"tool_{i}", "description": "does a thing " * 20,
-                                           "parameters": {"type": "object", "properties": {"x": {"type": "string"}}}}}
-         for i in range(6)]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": f"tool_{i}",
+            "description": "does a thing " * 20,
+            "parameters": {"type": "object", "properties": {"x": {"type": "string"}}},
+        },
+    }
+    for i in range(6)
+]
 SYSTEM_A = "You are a function-calling assistant. " * 40
 SYSTEM_B = "You are a careful agent working in a shell. " * 40
 
@@ -26,7 +34,9 @@ def blocks(system: str, i: int, tools=TOOLS) -> tuple[int, ...]:
 
 
 def make(n=2, window=16, **kw) -> Dispatcher:
-    return Dispatcher([f"http://r{i}" for i in range(n)], window, RoutingConfig(hedge=False, **kw), rng=random.Random(0))
+    return Dispatcher(
+        [f"http://r{i}" for i in range(n)], window, RoutingConfig(hedge=False, **kw), rng=random.Random(0)
+    )
 
 
 def test_prompts_sharing_a_system_prompt_share_their_leading_blocks_and_no_more():
@@ -36,7 +46,7 @@ def test_prompts_sharing_a_system_prompt_share_their_leading_blocks_and_no_more(
     assert a1[:shared] == a2[:shared] and a1 != a2
     assert not set(a1) & set(b1)  # another system prompt: nothing in common
     assert blocks(SYSTEM_A, 1, tools=None)[:3] == a1[:3]  # the system text leads; the tools come after it
-    assert blocks(SYSTEM_A, 1, tools=None)[len(SYSTEM_A) // BLOCK_CHARS + 1:] != a1[len(SYSTEM_A) // BLOCK_CHARS + 1:]
+    assert blocks(SYSTEM_A, 1, tools=None)[len(SYSTEM_A) // BLOCK_CHARS + 1 :] != a1[len(SYSTEM_A) // BLOCK_CHARS + 1 :]
     assert prefix_blocks([{"role": "user", "content": "hi"}]) == ()  # shorter than a block: no prefix to route by
 
 
@@ -47,7 +57,7 @@ def test_the_map_finds_the_longest_known_prefix_and_stays_bounded():
     m.record(a[:9], "r1", take_over=False)  # blocks 0-4 stay r0's; 5-8 are r1's
     assert m.longest(a) == ("r1", 9)
     assert m.longest(a[:5]) == ("r0", 5)
-    assert m.longest(a[:MIN_BLOCKS - 1]) is None  # too short to be worth a detour
+    assert m.longest(a[: MIN_BLOCKS - 1]) is None  # too short to be worth a detour
     for i in range(50):
         m.record(blocks(SYSTEM_B, i)[-1:], "r2", take_over=True)  # each question's own last block
     assert len(m) == 40

@@ -29,9 +29,16 @@ EOT = "<|im_end|>"
 def _rows():
     one = [{"role": "user", "content": f"question {i}"} for i in range(3)]
     rows = [{"id": f"q{i}", "messages": [m]} for i, m in enumerate(one)]
-    rows.append({"id": "two-turns", "messages": [
-        {"role": "user", "content": "first ask"}, {"role": "assistant", "content": "RECORDED"},
-        {"role": "user", "content": "second ask"}]})
+    rows.append(
+        {
+            "id": "two-turns",
+            "messages": [
+                {"role": "user", "content": "first ask"},
+                {"role": "assistant", "content": "RECORDED"},
+                {"role": "user", "content": "second ask"},
+            ],
+        }
+    )
     return rows
 
 
@@ -74,8 +81,11 @@ def thinking_target(tokenizer_dir):
         thinks = (body.get("chat_template_kwargs") or {}).get("enable_thinking") is not False
         prompt = tok.apply_chat_template(body["messages"], tokenize=False, add_generation_prompt=True)
         text = (f"<think>\n{reasoning_of(ask)}\n</think>\n\n" if thinks else "") + answer_of(ask) + EOT
-        out = {"content": answer_of(ask), "prompt_token_ids": tok(prompt, add_special_tokens=False)["input_ids"],
-               "token_ids": tok(text, add_special_tokens=False)["input_ids"]}
+        out = {
+            "content": answer_of(ask),
+            "prompt_token_ids": tok(prompt, add_special_tokens=False)["input_ids"],
+            "token_ids": tok(text, add_special_tokens=False)["input_ids"],
+        }
         if thinks:
             out["reasoning_content"] = reasoning_of(ask)
         return out
@@ -118,9 +128,22 @@ def test_no_stripped_reasoning_is_supervised_and_what_is_kept_was_sampled(
     prompts = tmp_path / "p.jsonl"
     prompts.write_text("".join(json.dumps(r) + "\n" for r in _rows()))
     out = tmp_path / "out"
-    generate(GenerateConfig(prompts=prompts, output_dir=out, endpoints=[thinking_target], model="standin", samples=2,
-                            seed=3, max_tokens=64, hedge=False, commit_interval_s=0.0, reasoning=policy,
-                            profiles=PROFILES if with_profiles else []), handle_signals=False)
+    generate(
+        GenerateConfig(
+            prompts=prompts,
+            output_dir=out,
+            endpoints=[thinking_target],
+            model="standin",
+            samples=2,
+            seed=3,
+            max_tokens=64,
+            hedge=False,
+            commit_interval_s=0.0,
+            reasoning=policy,
+            profiles=PROFILES if with_profiles else [],
+        ),
+        handle_signals=False,
+    )
     results = read_jsonl(out / "results.jsonl")
     assert len(results) == 8
     thinks = policy != "off"
@@ -150,7 +173,9 @@ def test_no_stripped_reasoning_is_supervised_and_what_is_kept_was_sampled(
             turns = [m for m in row["conversations"] if m["role"] == "assistant"]
             asks = _asks(by_key[row["id"]])
             assert [m["content"] for m in turns] == [answer_of(a) for a in asks]
-            assert [m.get("reasoning_content") for m in turns] == [reasoning_of(a) if policy == "save" else None for a in asks]
+            assert [m.get("reasoning_content") for m in turns] == [
+                reasoning_of(a) if policy == "save" else None for a in asks
+            ]
 
         for fmt in ("tokens", "speculators"):
             path = tmp_path / f"{d.name}-{fmt}.{'parquet' if fmt == 'tokens' else 'jsonl'}"
@@ -174,7 +199,9 @@ def test_no_stripped_reasoning_is_supervised_and_what_is_kept_was_sampled(
                 supervised.setdefault(conv, []).extend(runs)
             for conv, runs in supervised.items():
                 asks = _asks(by_key[conv])
-                sampled = [(f"<think>\n{reasoning_of(a)}\n</think>\n\n" if thinks else "") + answer_of(a) + EOT for a in asks]
+                sampled = [
+                    (f"<think>\n{reasoning_of(a)}\n</think>\n\n" if thinks else "") + answer_of(a) + EOT for a in asks
+                ]
                 answers = [answer_of(a) + EOT for a in asks]
                 # speculators repeats no supervised turn either: each generation's row supervises its own.
                 assert sorted(runs) == sorted(sampled if policy == "save" else answers), (fmt, d.name, conv, runs)

@@ -28,10 +28,19 @@ def test_a_replica_that_hangs_mid_job_is_reported_as_stopped_answering(tmp_path,
         write_prompts(tmp_path / "p.jsonl", n)
         # The hedging threshold (0.2 s) is also the silence that counts as stopped: replica 0 alone
         # needs more than that after replica 1's last answer (87+ requests, 8 at a time, 40 ms each).
-        stats = generate(GenerateConfig(prompts=tmp_path / "p.jsonl", output_dir=tmp_path / "out", endpoints=urls,
-                                        model="standin", max_tokens=4, concurrency=8, hedge_after_s=0.2,
-                                        warmup=False),  # hang_after counts the job's requests
-                         handle_signals=False)
+        stats = generate(
+            GenerateConfig(
+                prompts=tmp_path / "p.jsonl",
+                output_dir=tmp_path / "out",
+                endpoints=urls,
+                model="standin",
+                max_tokens=4,
+                concurrency=8,
+                hedge_after_s=0.2,
+                warmup=False,
+            ),  # hang_after counts the job's requests
+            handle_signals=False,
+        )
     finally:
         hung.release()
         alive.stop()

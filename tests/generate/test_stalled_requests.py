@@ -24,10 +24,20 @@ def test_a_request_never_answered_is_named_cancelled_and_resent_and_nothing_is_l
     n = 200
     try:
         write_prompts(tmp_path / "p.jsonl", n)
-        stats = generate(GenerateConfig(prompts=tmp_path / "p.jsonl", output_dir=tmp_path / "out", endpoints=[url],
-                                        model="standin", max_tokens=16, concurrency=8, stall_floor_s=2.0,
-                                        hedge=False, warmup=False),
-                         handle_signals=False)
+        stats = generate(
+            GenerateConfig(
+                prompts=tmp_path / "p.jsonl",
+                output_dir=tmp_path / "out",
+                endpoints=[url],
+                model="standin",
+                max_tokens=16,
+                concurrency=8,
+                stall_floor_s=2.0,
+                hedge=False,
+                warmup=False,
+            ),
+            handle_signals=False,
+        )
     finally:
         server.release()
         server.stop()
@@ -55,8 +65,20 @@ def test_status_names_the_replica_whose_requests_were_resent():
     from fleetgen.cli.fleet import job_line
     from fleetgen.fleet.jobs import JobProgress
 
-    job = JobProgress(pid=1, create_time=0.0, output_dir="out", updated_at=0.0, total=10, done=5, ok=5, errors=0,
-                      resumed=0, samples_per_s=1.0, output_tokens_per_s=10.0, stalled={"http://h:30000": 3})
+    job = JobProgress(
+        pid=1,
+        create_time=0.0,
+        output_dir="out",
+        updated_at=0.0,
+        total=10,
+        done=5,
+        ok=5,
+        errors=0,
+        resumed=0,
+        samples_per_s=1.0,
+        output_tokens_per_s=10.0,
+        stalled={"http://h:30000": 3},
+    )
     assert "re-sent after no answer:[/] 3 on http://h:30000" in job_line(job, True)
     assert "re-sent" not in job_line(job.model_copy(update={"stalled": {}}), True)
 

@@ -62,8 +62,14 @@ def standin(tmp_path):
 def test_a_server_that_returns_no_ids_still_works_and_every_turn_is_counted_as_without(tmp_path, standin):
     """STAND-IN server (answers text only, like SGLang 0.5.12's chat endpoint)."""
     write_prompts(tmp_path / "p.jsonl", 6)
-    cfg = GenerateConfig(prompts=tmp_path / "p.jsonl", output_dir=tmp_path / "out", endpoints=[standin], max_tokens=8,
-                         hedge=False, commit_interval_s=0.0)
+    cfg = GenerateConfig(
+        prompts=tmp_path / "p.jsonl",
+        output_dir=tmp_path / "out",
+        endpoints=[standin],
+        max_tokens=8,
+        hedge=False,
+        commit_interval_s=0.0,
+    )
     stats = generate(cfg, handle_signals=False)
     assert stats.ok == 6 and stats.turns_without_ids == 6 and stats.turns_with_ids == 0
     rows = read_jsonl(tmp_path / "out" / "results.jsonl")
@@ -71,15 +77,25 @@ def test_a_server_that_returns_no_ids_still_works_and_every_turn_is_counted_as_w
     import json
 
     assert json.loads((tmp_path / "out" / "stats.json").read_text())["token_ids"] == {
-        "turns_with": 0, "turns_without": 6, "without_by_reason": {"none": 6, "mismatch": 0, "refused": 0}}
+        "turns_with": 0,
+        "turns_without": 6,
+        "without_by_reason": {"none": 6, "mismatch": 0, "refused": 0},
+    }
     from fleetgen.report import build_report
 
     md = build_report(tmp_path / "out", tokenizer="smollm2").read_text()
     assert "| turns without (the tokens export re-tokenizes their rows) | 6 |" in md
     from fleetgen.export import ExportConfig, export
 
-    s = export(ExportConfig(results_dir=tmp_path / "out", output=tmp_path / "t.parquet", format="tokens",
-                            tokenizer="smollm2", finish_reasons=["stop", "length"]))
+    s = export(
+        ExportConfig(
+            results_dir=tmp_path / "out",
+            output=tmp_path / "t.parquet",
+            format="tokens",
+            tokenizer="smollm2",
+            finish_reasons=["stop", "length"],
+        )
+    )
     assert s.rows_written == 6 and s.from_ids == 0 and s.retokenized == {"none returned": 6}
 
 

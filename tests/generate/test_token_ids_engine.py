@@ -35,8 +35,12 @@ class Recorder:
     async def _forward(self, request: web.Request) -> web.Response:
         body = await request.read()
         async with aiohttp.ClientSession() as s:
-            async with s.request(request.method, self.upstream + request.path, data=body or None,
-                                 headers={"Content-Type": "application/json"}) as r:
+            async with s.request(
+                request.method,
+                self.upstream + request.path,
+                data=body or None,
+                headers={"Content-Type": "application/json"},
+            ) as r:
                 raw, status = await r.read(), r.status
         if request.path == "/v1/chat/completions" and status == 200:
             self.answers.setdefault(orjson.dumps(orjson.loads(body)["messages"]), []).append(orjson.loads(raw))
@@ -70,18 +74,39 @@ class Recorder:
 @pytest.fixture(scope="module")
 def id_run(cpu_fleet: FleetState, tmp_path_factory):
     d = tmp_path_factory.mktemp("ids")
-    rows = [{"id": f"s{i}", "messages": [{"role": "user", "content": f"Describe a {w} in one sentence."}]}
-            for i, w in enumerate(["pianist", "volcano", "lighthouse", "glacier", "violin", "octopus", "castle", "comet"])]
-    rows += [{"id": f"m{i}", "messages": [
-        {"role": "user", "content": f"Name a city. ({i})"}, {"role": "assistant", "content": "old"},
-        {"role": "user", "content": "Why is it famous?"}, {"role": "assistant", "content": "old"}]} for i in range(4)]
+    rows = [
+        {"id": f"s{i}", "messages": [{"role": "user", "content": f"Describe a {w} in one sentence."}]}
+        for i, w in enumerate(["pianist", "volcano", "lighthouse", "glacier", "violin", "octopus", "castle", "comet"])
+    ]
+    rows += [
+        {
+            "id": f"m{i}",
+            "messages": [
+                {"role": "user", "content": f"Name a city. ({i})"},
+                {"role": "assistant", "content": "old"},
+                {"role": "user", "content": "Why is it famous?"},
+                {"role": "assistant", "content": "old"},
+            ],
+        }
+        for i in range(4)
+    ]
     (d / "p.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
     rec = Recorder(cpu_fleet.endpoints[0])
     url = rec.start()
     try:
-        stats = generate(GenerateConfig(prompts=d / "p.jsonl", output_dir=d / "out", endpoints=[url],
-                                        model=cpu_fleet.served_model_name, max_tokens=32, temperature=1.0,
-                                        hedge=False, commit_interval_s=0.0), handle_signals=False)
+        stats = generate(
+            GenerateConfig(
+                prompts=d / "p.jsonl",
+                output_dir=d / "out",
+                endpoints=[url],
+                model=cpu_fleet.served_model_name,
+                max_tokens=32,
+                temperature=1.0,
+                hedge=False,
+                commit_interval_s=0.0,
+            ),
+            handle_signals=False,
+        )
     finally:
         rec.stop()
     return d, stats, rec, read_jsonl(d / "out" / "results.jsonl")
@@ -106,7 +131,9 @@ def test_recorded_ids_are_exactly_what_the_server_returned_and_decode_to_the_tex
         for t, (history, message) in zip(turns, pairs):
             # Usually one answer per history; a request retried after a lost reply (a loaded machine) has
             # more, and the row must then hold exactly one of the answers the server gave.
-            returned = [TurnIds(a["prompt_token_ids"], a["choices"][0]["token_ids"]) for a in rec.answers[orjson.dumps(history)]]
+            returned = [
+                TurnIds(a["prompt_token_ids"], a["choices"][0]["token_ids"]) for a in rec.answers[orjson.dumps(history)]
+            ]
             assert t in returned
             assert tok.decode(t.completion, skip_special_tokens=True) == message["content"]
 
@@ -140,8 +167,15 @@ def test_tokens_rows_supervise_exactly_the_sampled_ids_never_a_re_encoding(id_ru
     src.mkdir()
     (src / "results.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in [*results, edited]))
 
-    s = export(ExportConfig(results_dir=src, output=tmp_path / "t.parquet", format="tokens", tokenizer="smollm2",
-                            finish_reasons=["stop", "length"]))
+    s = export(
+        ExportConfig(
+            results_dir=src,
+            output=tmp_path / "t.parquet",
+            format="tokens",
+            tokenizer="smollm2",
+            finish_reasons=["stop", "length"],
+        )
+    )
     assert s.from_ids == len(results) + 1 and not s.retokenized
     by_record = {r["id"]: r for r in [*results, edited]}
     rows = pq.read_table(tmp_path / "t.parquet").to_pylist()
@@ -165,8 +199,15 @@ def test_tokens_rows_supervise_exactly_the_sampled_ids_never_a_re_encoding(id_ru
 def test_speculators_rows_are_one_per_generation_of_the_sampled_ids(id_run, tmp_path):
     d, _, _, results = id_run
     tok = load_tokenizer("smollm2")
-    s = export(ExportConfig(results_dir=d / "out", output=tmp_path / "s.jsonl", format="speculators",
-                            tokenizer="smollm2", finish_reasons=["stop", "length"]))
+    s = export(
+        ExportConfig(
+            results_dir=d / "out",
+            output=tmp_path / "s.jsonl",
+            format="speculators",
+            tokenizer="smollm2",
+            finish_reasons=["stop", "length"],
+        )
+    )
     rows = read_jsonl(tmp_path / "s.jsonl")
     assert s.from_ids == len(results) and len(rows) == sum(len(recorded_turns(r)) for r in results)
     by_record = {f"{r['id']}#{r['sample']}": r for r in results}
@@ -182,8 +223,16 @@ def test_speculators_rows_are_one_per_generation_of_the_sampled_ids(id_run, tmp_
         assert set(row["metadata"]) >= {"idx", "finish_reason", "is_tool_call", "usage", "endpoint", "sampling_params"}
         assert (row["metadata"]["ids_from"], row["metadata"]["ids_reason"]) == ("ids", None)
     # Strict: every row is the server's ids, so --require-token-ids writes the same file.
-    strict = export(ExportConfig(results_dir=d / "out", output=tmp_path / "strict.jsonl", format="speculators",
-                                 tokenizer="smollm2", finish_reasons=["stop", "length"], require_token_ids=True))
+    strict = export(
+        ExportConfig(
+            results_dir=d / "out",
+            output=tmp_path / "strict.jsonl",
+            format="speculators",
+            tokenizer="smollm2",
+            finish_reasons=["stop", "length"],
+            require_token_ids=True,
+        )
+    )
     assert strict.rows_written == len(rows) and read_jsonl(tmp_path / "strict.jsonl") == rows
 
 
@@ -194,11 +243,23 @@ def test_speculators_own_loader_reads_the_export_unchanged(id_run, tmp_path):
     from fleetgen.models.registry import resolve_model
 
     d, _, _, _ = id_run
-    export(ExportConfig(results_dir=d / "out", output=tmp_path / "s.jsonl", format="speculators", tokenizer="smollm2",
-                        finish_reasons=["stop", "length"]))
+    export(
+        ExportConfig(
+            results_dir=d / "out",
+            output=tmp_path / "s.jsonl",
+            format="speculators",
+            tokenizer="smollm2",
+            finish_reasons=["stop", "length"],
+        )
+    )
     ours = read_jsonl(tmp_path / "s.jsonl")
-    ds, _ = prep.load_and_preprocess_dataset(str(resolve_model("smollm2", prepare=False)), [str(tmp_path / "s.jsonl")],
-                                             seq_length=4096, build_dataset_num_proc=1, skip_token_freq=True)
+    ds, _ = prep.load_and_preprocess_dataset(
+        str(resolve_model("smollm2", prepare=False)),
+        [str(tmp_path / "s.jsonl")],
+        seq_length=4096,
+        build_dataset_num_proc=1,
+        skip_token_freq=True,
+    )
     theirs = sorted((list(map(int, r["input_ids"])), list(map(int, r["loss_mask"]))) for r in ds)
     assert theirs == sorted((r["input_ids"], r["loss_mask"]) for r in ours)
 
@@ -206,14 +267,33 @@ def test_speculators_own_loader_reads_the_export_unchanged(id_run, tmp_path):
 def test_reasoning_drop_takes_the_named_text_path_only_where_there_is_reasoning(id_run, tmp_path):
     d, _, _, results = id_run
     # SmolLM2 does not reason: dropping reasoning removes nothing, the rows stay the sampled ids.
-    s = export(ExportConfig(results_dir=d / "out", output=tmp_path / "a.parquet", format="tokens", tokenizer="smollm2",
-                            reasoning="drop", finish_reasons=["stop", "length"]))
+    s = export(
+        ExportConfig(
+            results_dir=d / "out",
+            output=tmp_path / "a.parquet",
+            format="tokens",
+            tokenizer="smollm2",
+            reasoning="drop",
+            finish_reasons=["stop", "length"],
+        )
+    )
     assert s.from_ids == len(results) and not s.retokenized
-    thinking = {**results[0], "id": "thinking", "messages": [
-        *results[0]["messages"][:-1], {**results[0]["messages"][-1], "reasoning_content": "hmm"}]}
+    thinking = {
+        **results[0],
+        "id": "thinking",
+        "messages": [*results[0]["messages"][:-1], {**results[0]["messages"][-1], "reasoning_content": "hmm"}],
+    }
     src = tmp_path / "run"
     src.mkdir()
     (src / "results.jsonl").write_bytes(orjson.dumps(thinking) + b"\n")
-    s = export(ExportConfig(results_dir=src, output=tmp_path / "b.parquet", format="tokens", tokenizer="smollm2",
-                            reasoning="drop", finish_reasons=["stop", "length"]))
+    s = export(
+        ExportConfig(
+            results_dir=src,
+            output=tmp_path / "b.parquet",
+            format="tokens",
+            tokenizer="smollm2",
+            reasoning="drop",
+            finish_reasons=["stop", "length"],
+        )
+    )
     assert s.from_ids == 0 and s.retokenized == {"reasoning dropped (the ids hold the sampled reasoning)": 1}

@@ -54,8 +54,16 @@ def server():
 
 def _cfg(tmp_path, urls, out="out", **kw) -> GenerateConfig:
     # No warm-up: these stand-ins script their answers by request (warm-up is tests/generate/test_warmup.py's).
-    return GenerateConfig(prompts=tmp_path / "p.jsonl", output_dir=tmp_path / out, endpoints=urls, max_tokens=8,
-                          hedge=False, commit_interval_s=0.0, warmup=False, **kw)
+    return GenerateConfig(
+        prompts=tmp_path / "p.jsonl",
+        output_dir=tmp_path / out,
+        endpoints=urls,
+        max_tokens=8,
+        hedge=False,
+        commit_interval_s=0.0,
+        warmup=False,
+        **kw,
+    )
 
 
 def test_a_count_mismatch_is_recorded_per_turn_counted_apart_and_named_on_every_exported_row(tmp_path, server):
@@ -71,18 +79,36 @@ def test_a_count_mismatch_is_recorded_per_turn_counted_apart_and_named_on_every_
     assert on_disk["without_by_reason"] == {"none": 0, "mismatch": 2, "refused": 0}
     assert "without: count mismatch | 2 |" in build_report(tmp_path / "out", tokenizer="smollm2").read_text()
 
-    s = export(ExportConfig(results_dir=tmp_path / "out", output=tmp_path / "t.parquet", format="tokens",
-                            tokenizer="smollm2", finish_reasons=FINISHED))
+    s = export(
+        ExportConfig(
+            results_dir=tmp_path / "out",
+            output=tmp_path / "t.parquet",
+            format="tokens",
+            tokenizer="smollm2",
+            finish_reasons=FINISHED,
+        )
+    )
     assert s.from_ids == 4 and s.retokenized == {"count mismatch": 2}
     table = pq.read_table(tmp_path / "t.parquet").to_pylist()
     prov = {r["prompt_id"]: (r["ids_from"], r["ids_reason"]) for r in table}
-    assert prov == {"p0": ("text", "count mismatch"), "p3": ("text", "count mismatch"),
-                    **{f"p{i}": ("ids", None) for i in (1, 2, 4, 5)}}
-    export(ExportConfig(results_dir=tmp_path / "out", output=tmp_path / "s.jsonl", format="speculators",
-                        tokenizer="smollm2", finish_reasons=FINISHED))
+    assert prov == {
+        "p0": ("text", "count mismatch"),
+        "p3": ("text", "count mismatch"),
+        **{f"p{i}": ("ids", None) for i in (1, 2, 4, 5)},
+    }
+    export(
+        ExportConfig(
+            results_dir=tmp_path / "out",
+            output=tmp_path / "s.jsonl",
+            format="speculators",
+            tokenizer="smollm2",
+            finish_reasons=FINISHED,
+        )
+    )
     spec = [orjson.loads(line) for line in (tmp_path / "s.jsonl").read_bytes().splitlines()]
     assert {(r["metadata"]["prompt_id"], r["metadata"]["ids_from"], r["metadata"]["ids_reason"]) for r in spec} == {
-        (p, *v) for p, v in prov.items()}
+        (p, *v) for p, v in prov.items()
+    }
 
 
 def test_an_endpoint_that_refuses_the_id_fields_is_downgraded_once_and_its_rows_say_refused(tmp_path, server):
@@ -104,8 +130,15 @@ def test_an_endpoint_that_refuses_the_id_fields_is_downgraded_once_and_its_rows_
     asked = [b for b in refusing.bodies if b.get("return_token_ids")]
     assert 1 <= len(asked) <= 2 and len(refusing.bodies) == len(asked) + len(by_replica[bad])
     assert refusing.bodies[-1].get("return_token_ids") is None
-    s = export(ExportConfig(results_dir=tmp_path / "out", output=tmp_path / "t.parquet", format="tokens",
-                            tokenizer="smollm2", finish_reasons=FINISHED))
+    s = export(
+        ExportConfig(
+            results_dir=tmp_path / "out",
+            output=tmp_path / "t.parquet",
+            format="tokens",
+            tokenizer="smollm2",
+            finish_reasons=FINISHED,
+        )
+    )
     assert s.retokenized == {"refused": len(by_replica[bad])} and s.from_ids == len(by_replica[good])
 
 
@@ -132,8 +165,17 @@ def test_require_token_ids_fails_the_job_naming_the_turn_and_records_no_row_with
     with pytest.raises(ValueError, match="needs token_ids"):
         _cfg(tmp_path, [refusing], require_token_ids=True, token_ids=False)
     # The flag, as a user runs it: one line naming the turn, and a hint.
-    cli = _cli("generate", str(tmp_path / "p.jsonl"), "-o", str(tmp_path / "d"), "--endpoint", plain, "--max-tokens", "8",
-               "--require-token-ids")
+    cli = _cli(
+        "generate",
+        str(tmp_path / "p.jsonl"),
+        "-o",
+        str(tmp_path / "d"),
+        "--endpoint",
+        plain,
+        "--max-tokens",
+        "8",
+        "--require-token-ids",
+    )
     assert cli.returncode != 0 and "turn 0 (none returned)" in cli.stderr and "hint:" in cli.stderr
 
 
@@ -143,30 +185,80 @@ def test_export_require_token_ids_fails_naming_the_turns_and_writes_nothing(tmp_
     generate(_cfg(tmp_path, [url]), handle_signals=False)
     generate(_cfg(tmp_path, [url], out="plain", token_ids=False), handle_signals=False)
     for fmt, name in (("tokens", "t.parquet"), ("speculators", "s.jsonl")):
-        with pytest.raises(MissingTokenIdsError, match=r"2 turn\(s\).*p0#0 turn 0 \(count mismatch\), p3#0 turn 0") as e:
-            export(ExportConfig(results_dir=tmp_path / "out", output=tmp_path / name, format=fmt, tokenizer="smollm2",
-                                finish_reasons=FINISHED, require_token_ids=True))
+        with pytest.raises(
+            MissingTokenIdsError, match=r"2 turn\(s\).*p0#0 turn 0 \(count mismatch\), p3#0 turn 0"
+        ) as e:
+            export(
+                ExportConfig(
+                    results_dir=tmp_path / "out",
+                    output=tmp_path / name,
+                    format=fmt,
+                    tokenizer="smollm2",
+                    finish_reasons=FINISHED,
+                    require_token_ids=True,
+                )
+            )
         assert not (tmp_path / name).exists() and "nothing was written" in e.value.hint
     with pytest.raises(MissingTokenIdsError, match=r"6 turn\(s\).*\(not requested\)"):
-        export(ExportConfig(results_dir=tmp_path / "plain", output=tmp_path / "t.parquet", format="tokens",
-                            tokenizer="smollm2", finish_reasons=FINISHED, require_token_ids=True))
-    cli = _cli("export", str(tmp_path / "out"), "-o", str(tmp_path / "t.parquet"), "--format", "tokens", "--tokenizer",
-               "smollm2", "--finish-reason", "stop", "--finish-reason", "length", "--require-token-ids")
-    assert cli.returncode != 0 and "p0#0 turn 0 (count mismatch)" in cli.stderr and not (tmp_path / "t.parquet").exists()
+        export(
+            ExportConfig(
+                results_dir=tmp_path / "plain",
+                output=tmp_path / "t.parquet",
+                format="tokens",
+                tokenizer="smollm2",
+                finish_reasons=FINISHED,
+                require_token_ids=True,
+            )
+        )
+    cli = _cli(
+        "export",
+        str(tmp_path / "out"),
+        "-o",
+        str(tmp_path / "t.parquet"),
+        "--format",
+        "tokens",
+        "--tokenizer",
+        "smollm2",
+        "--finish-reason",
+        "stop",
+        "--finish-reason",
+        "length",
+        "--require-token-ids",
+    )
+    assert (
+        cli.returncode != 0 and "p0#0 turn 0 (count mismatch)" in cli.stderr and not (tmp_path / "t.parquet").exists()
+    )
     with pytest.raises(ValueError, match="tokens and speculators"):
-        ExportConfig(results_dir=tmp_path / "out", output=tmp_path / "x.jsonl", format="specforge", require_token_ids=True)
+        ExportConfig(
+            results_dir=tmp_path / "out", output=tmp_path / "x.jsonl", format="specforge", require_token_ids=True
+        )
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fleetgen.cli.app", *args], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": "400"})
+    return subprocess.run(
+        [sys.executable, "-m", "fleetgen.cli.app", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": "400"},
+    )
 
 
 def test_shard_stats_merge_the_reasons_and_notes():
-    part = {"rows": {"total": 4, "ok": 2}, "tokens": {}, "token_ids": {
-        "turns_with": 1, "turns_without": 1, "without_by_reason": {"none": 0, "mismatch": 1, "refused": 0}},
-        "notes": ["x refused"]}
+    part = {
+        "rows": {"total": 4, "ok": 2},
+        "tokens": {},
+        "token_ids": {
+            "turns_with": 1,
+            "turns_without": 1,
+            "without_by_reason": {"none": 0, "mismatch": 1, "refused": 0},
+        },
+        "notes": ["x refused"],
+    }
     merged = merge_stats([part, part])
-    assert merged["token_ids"] == {"turns_with": 2, "turns_without": 2,
-                                   "without_by_reason": {"none": 0, "mismatch": 2, "refused": 0}}
+    assert merged["token_ids"] == {
+        "turns_with": 2,
+        "turns_without": 2,
+        "without_by_reason": {"none": 0, "mismatch": 2, "refused": 0},
+    }
     assert merged["notes"] == ["x refused"]

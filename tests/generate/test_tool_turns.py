@@ -8,7 +8,10 @@ from fleetgen.generate.turns.tool_turns import answered_call, call_arguments, fo
 
 
 def call(name, args, cid=None):
-    c = {"type": "function", "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
+    c = {
+        "type": "function",
+        "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)},
+    }
     if cid:
         c["id"] = cid
     return c
@@ -19,7 +22,11 @@ def result(cid, text):
 
 
 PARIS, ROME = {"city": "Paris"}, {"city": "Rome"}
-REC = {"role": "assistant", "content": "", "tool_calls": [call("get_weather", PARIS, "c1"), call("get_weather", ROME, "c2")]}
+REC = {
+    "role": "assistant",
+    "content": "",
+    "tool_calls": [call("get_weather", PARIS, "c1"), call("get_weather", ROME, "c2")],
+}
 RESULTS = [result("c1", "sunny"), result("c2", "rain")]
 
 
@@ -42,22 +49,41 @@ def test_parallel_calls_in_another_order_keep_both_results_in_the_targets_order(
 def test_arguments_compare_with_their_json_types():
     flag = {"role": "assistant", "content": "", "tool_calls": [call("set", {"on": True, "n": 1}, "c1")]}
     res = [result("c1", "done")]
-    assert follow_up(flag, res, [call("set", {"on": 1, "n": 1})], match="arguments", more_follows=True).cut.reason == "other_arguments"
-    assert follow_up(flag, res, [call("set", {"on": True, "n": True})], match="arguments", more_follows=True).cut.reason == "other_arguments"
+    assert (
+        follow_up(flag, res, [call("set", {"on": 1, "n": 1})], match="arguments", more_follows=True).cut.reason
+        == "other_arguments"
+    )
+    assert (
+        follow_up(flag, res, [call("set", {"on": True, "n": True})], match="arguments", more_follows=True).cut.reason
+        == "other_arguments"
+    )
     assert follow_up(flag, res, [call("set", {"on": True, "n": 1.0})], match="arguments", more_follows=True).cut is None
     assert follow_up(flag, res, [call("set", '{"n": 1, "on": true}')], match="arguments", more_follows=True).cut is None
     # A JSON string is not the non-JSON text that spells it.
     text = {"role": "assistant", "content": "", "tool_calls": [call("f", "abc", "c1")]}
-    assert follow_up(text, res, [call("f", '"abc"')], match="arguments", more_follows=True).cut.reason == "other_arguments"
+    assert (
+        follow_up(text, res, [call("f", '"abc"')], match="arguments", more_follows=True).cut.reason == "other_arguments"
+    )
 
 
 def test_among_equal_recorded_calls_one_with_a_result_is_taken():
-    rec = {"role": "assistant", "content": "", "tool_calls": [call("get_weather", PARIS, "c1"), call("get_weather", PARIS, "c2")]}
-    f = follow_up(rec, [result("c2", "sunny")], [call("get_weather", PARIS, "srv")], match="arguments", more_follows=True)
+    rec = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [call("get_weather", PARIS, "c1"), call("get_weather", PARIS, "c2")],
+    }
+    f = follow_up(
+        rec, [result("c2", "sunny")], [call("get_weather", PARIS, "srv")], match="arguments", more_follows=True
+    )
     assert f.cut is None and f.calls[0]["id"] == "c2" and f.results == [result("c2", "sunny")]
     # Twice: the second has no result left, and says so.
-    f = follow_up(rec, [result("c2", "sunny")], [call("get_weather", PARIS), call("get_weather", PARIS)],
-                  match="arguments", more_follows=True)
+    f = follow_up(
+        rec,
+        [result("c2", "sunny")],
+        [call("get_weather", PARIS), call("get_weather", PARIS)],
+        match="arguments",
+        more_follows=True,
+    )
     assert f.cut.reason == "no_recorded_result"
 
 
@@ -71,15 +97,28 @@ def test_name_policy_takes_argument_twins_first():
 
 def test_results_without_ids_take_the_id_of_the_call_they_answer():
     rec = {"role": "assistant", "content": "", "tool_calls": [call("a", {}), call("b", {})]}
-    f = follow_up(rec, [result(None, "A"), result(None, "B")], [call("b", {}, "srv-0"), call("a", {}, "srv-1")],
-                  match="arguments", more_follows=True)
+    f = follow_up(
+        rec,
+        [result(None, "A"), result(None, "B")],
+        [call("b", {}, "srv-0"), call("a", {}, "srv-1")],
+        match="arguments",
+        more_follows=True,
+    )
     assert [(r["content"], r["tool_call_id"]) for r in f.results] == [("B", "srv-0"), ("A", "srv-1")]
-    f = follow_up(rec, [result(None, "A"), result(None, "B")], [call("b", {}), call("a", {})], match="arguments", more_follows=True)
+    f = follow_up(
+        rec,
+        [result(None, "A"), result(None, "B")],
+        [call("b", {}), call("a", {})],
+        match="arguments",
+        more_follows=True,
+    )
     assert [r["content"] for r in f.results] == ["B", "A"] and all("tool_call_id" not in r for r in f.results)
 
 
 def test_a_second_result_for_one_call_is_dropped():
-    f = follow_up(REC, [RESULTS[0], result("c1", "again")], [call("get_weather", PARIS)], match="arguments", more_follows=True)
+    f = follow_up(
+        REC, [RESULTS[0], result("c1", "again")], [call("get_weather", PARIS)], match="arguments", more_follows=True
+    )
     assert f.results == [RESULTS[0]] and f.dropped == [result("c1", "again")]
 
 
@@ -115,7 +154,9 @@ def test_a_call_twice_needs_two_recorded_twins():
 
 
 def test_a_call_without_a_recorded_result_cuts():
-    f = follow_up(REC, [RESULTS[0]], [call("get_weather", PARIS), call("get_weather", ROME)], match="arguments", more_follows=True)
+    f = follow_up(
+        REC, [RESULTS[0]], [call("get_weather", PARIS), call("get_weather", ROME)], match="arguments", more_follows=True
+    )
     assert f.cut.reason == "no_recorded_result" and "Rome" in f.cut.detail
 
 

@@ -21,26 +21,48 @@ from fleetgen.generate.turns.tool_turns import call_arguments, call_name
 
 pytestmark = pytest.mark.engine
 
-TOOLS = [{"type": "function", "function": {
-    "name": "get_weather", "description": "Current weather of a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather of a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    }
+]
 
 
 def record(rid, question, city):
     """A recorded conversation: the question, a get_weather(city) call, its result, the final answer."""
-    return {"id": rid, "tools": TOOLS, "messages": [
-        {"role": "user", "content": question},
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"id": f"{rid}-c1", "type": "function", "function": {"name": "get_weather", "arguments": json.dumps({"city": city})}}]},
-        {"role": "tool", "content": f"{city}: sunny, 21C", "tool_call_id": f"{rid}-c1"},
-        {"role": "assistant", "content": "RECORDED ANSWER"},
-    ]}
+    return {
+        "id": rid,
+        "tools": TOOLS,
+        "messages": [
+            {"role": "user", "content": question},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": f"{rid}-c1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": json.dumps({"city": city})},
+                    }
+                ],
+            },
+            {"role": "tool", "content": f"{city}: sunny, 21C", "tool_call_id": f"{rid}-c1"},
+            {"role": "assistant", "content": "RECORDED ANSWER"},
+        ],
+    }
 
 
 ROWS = (
     [record(f"same{i}", f"What is the weather in {c}?", c) for i, c in enumerate(["Paris", "Berlin", "Tokyo", "Oslo"])]
-    + [record(f"args{i}", f"What is the weather in {c}?", other)
-       for i, (c, other) in enumerate([("Paris", "Lima"), ("Berlin", "Cairo"), ("Tokyo", "Quito")])]
+    + [
+        record(f"args{i}", f"What is the weather in {c}?", other)
+        for i, (c, other) in enumerate([("Paris", "Lima"), ("Berlin", "Cairo"), ("Tokyo", "Quito")])
+    ]
     + [record(f"chat{i}", q, "Paris") for i, q in enumerate(["Tell me a joke about cats.", "Write a haiku about tea."])]
 )
 
@@ -48,11 +70,21 @@ ROWS = (
 @pytest.fixture(scope="module")
 def tool_run(cpu_fleet, tmp_path_factory):
     if not has_tool_parser(cpu_fleet):
-        pytest.skip("the reused fleet (FLEETGEN_TEST_FLEET) runs no tool-call parser; tests/real_fleet.py TOOL_SETTINGS")
+        pytest.skip(
+            "the reused fleet (FLEETGEN_TEST_FLEET) runs no tool-call parser; tests/real_fleet.py TOOL_SETTINGS"
+        )
     d = tmp_path_factory.mktemp("tools")
     (d / "p.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
-    cfg = GenerateConfig(prompts=d / "p.jsonl", output_dir=d / "out", endpoints=cpu_fleet.endpoints,
-                         model=cpu_fleet.served_model_name, samples=2, max_tokens=48, temperature=0.0, seed=1)
+    cfg = GenerateConfig(
+        prompts=d / "p.jsonl",
+        output_dir=d / "out",
+        endpoints=cpu_fleet.endpoints,
+        model=cpu_fleet.served_model_name,
+        samples=2,
+        max_tokens=48,
+        temperature=0.0,
+        seed=1,
+    )
     stats = generate(cfg, handle_signals=False)
     return d, {(r["id"], r["sample"]): r for r in read_jsonl(d / "out" / "results.jsonl")}, stats
 
@@ -99,7 +131,11 @@ def test_real_tool_calls_keep_only_results_the_target_asked_for(tool_run):
     assert tool_turns["results_kept"] == outcomes["kept"]
 
     out = d / "export.jsonl"
-    export(ExportConfig(results_dir=d / "out", output=out, format="openai", finish_reasons=["stop", "tool_calls", "length"]))
+    export(
+        ExportConfig(
+            results_dir=d / "out", output=out, format="openai", finish_reasons=["stop", "tool_calls", "length"]
+        )
+    )
     exported = read_jsonl(out)
     assert len(exported) == len(rows)
     for r in exported:
@@ -108,8 +144,15 @@ def test_real_tool_calls_keep_only_results_the_target_asked_for(tool_run):
     # speculators rows are the ids the server was fed and sampled: a recorded result shows in them only
     # where the target made its call (each record's result text names the record's own city).
     out = d / "speculators.jsonl"
-    export(ExportConfig(results_dir=d / "out", output=out, format="speculators", tokenizer="smollm2",
-                        finish_reasons=["stop", "tool_calls", "length"]))
+    export(
+        ExportConfig(
+            results_dir=d / "out",
+            output=out,
+            format="speculators",
+            tokenizer="smollm2",
+            finish_reasons=["stop", "tool_calls", "length"],
+        )
+    )
     texts: dict[str, str] = {}
     for r in read_jsonl(out):
         texts[r["primary_id"]] = texts.get(r["primary_id"], "") + r["text"]

@@ -21,44 +21,77 @@ from fleetgen.generate import GenerateConfig, generate
 from fleetgen.generate.turns.tool_turns import call_arguments, call_name
 
 TOOLS = [
-    {"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+    {
+        "type": "function",
+        "function": {"name": n, "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}},
+    }
     for n in ("get_weather", "get_time")
 ]
 
 
 def call(name, args, cid=None):
-    return {**({"id": cid} if cid else {}), "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+    return {
+        **({"id": cid} if cid else {}),
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(args)},
+    }
 
 
 PARIS, ROME = {"city": "Paris"}, {"city": "Rome"}
-ONE = [{"role": "assistant", "content": "", "tool_calls": [call("get_weather", PARIS, "c1")]},
-       {"role": "tool", "content": "sunny, 21C", "tool_call_id": "c1"},
-       {"role": "assistant", "content": "RECORDED"}]
-TWO = [{"role": "assistant", "content": "", "tool_calls": [call("get_weather", PARIS, "c1"), call("get_weather", ROME, "c2")]},
-       {"role": "tool", "content": "sunny", "tool_call_id": "c1"},
-       {"role": "tool", "content": "rain", "tool_call_id": "c2"},
-       {"role": "assistant", "content": "RECORDED"}]
+ONE = [
+    {"role": "assistant", "content": "", "tool_calls": [call("get_weather", PARIS, "c1")]},
+    {"role": "tool", "content": "sunny, 21C", "tool_call_id": "c1"},
+    {"role": "assistant", "content": "RECORDED"},
+]
+TWO = [
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [call("get_weather", PARIS, "c1"), call("get_weather", ROME, "c2")],
+    },
+    {"role": "tool", "content": "sunny", "tool_call_id": "c1"},
+    {"role": "tool", "content": "rain", "tool_call_id": "c2"},
+    {"role": "assistant", "content": "RECORDED"},
+]
 
 # scenario -> (recorded turns after the user's, what the stand-in target does at turn 0)
 SCENARIOS = {
     "same": (ONE, [call("get_weather", {"city": "Paris"})]),
-    "same-spacing": (ONE, [{"type": "function", "function": {"name": "get_weather", "arguments": '{ "city" :"Paris" }'}}]),
+    "same-spacing": (
+        ONE,
+        [{"type": "function", "function": {"name": "get_weather", "arguments": '{ "city" :"Paris" }'}}],
+    ),
     "no-call": (ONE, None),
     "other-function": (ONE, [call("get_time", PARIS)]),
     "other-arguments": (ONE, [call("get_weather", {"city": "London"})]),
     "parallel-swapped": (TWO, [call("get_weather", ROME), call("get_weather", PARIS)]),
     "parallel-subset": (TWO, [call("get_weather", ROME)]),
     "no-recorded-result": (TWO[:2] + TWO[3:], [call("get_weather", PARIS), call("get_weather", ROME)]),
-    "orphan-result": (ONE[:2] + [{"role": "tool", "content": "stale", "tool_call_id": "c9"}] + ONE[2:],
-                      [call("get_weather", PARIS)]),
-    "call-where-record-answered": ([{"role": "assistant", "content": "RECORDED"}, {"role": "user", "content": "And now?"},
-                                    {"role": "assistant", "content": "RECORDED"}], [call("get_weather", PARIS)]),
+    "orphan-result": (
+        ONE[:2] + [{"role": "tool", "content": "stale", "tool_call_id": "c9"}] + ONE[2:],
+        [call("get_weather", PARIS)],
+    ),
+    "call-where-record-answered": (
+        [
+            {"role": "assistant", "content": "RECORDED"},
+            {"role": "user", "content": "And now?"},
+            {"role": "assistant", "content": "RECORDED"},
+        ],
+        [call("get_weather", PARIS)],
+    ),
     "final-call": ([], [call("get_weather", PARIS)]),
-    "result-without-call": ([{"role": "tool", "content": "stray", "tool_call_id": "c5"},
-                             {"role": "assistant", "content": "RECORDED"}], None),
+    "result-without-call": (
+        [{"role": "tool", "content": "stray", "tool_call_id": "c5"}, {"role": "assistant", "content": "RECORDED"}],
+        None,
+    ),
 }
-CUT = {"no-call": "answered_without_call", "other-function": "other_function", "other-arguments": "other_arguments",
-       "no-recorded-result": "no_recorded_result", "call-where-record-answered": "unrecorded_call"}
+CUT = {
+    "no-call": "answered_without_call",
+    "other-function": "other_function",
+    "other-arguments": "other_arguments",
+    "no-recorded-result": "no_recorded_result",
+    "call-where-record-answered": "unrecorded_call",
+}
 
 
 def target(body):
@@ -83,12 +116,22 @@ def standin():
 
 
 def run(tmp_path, url, **kw):
-    rows = [{"id": name, "tools": TOOLS, "messages": [{"role": "user", "content": f"[{name}] weather?"}, *turns]}
-            for name, (turns, _) in SCENARIOS.items()]
+    rows = [
+        {"id": name, "tools": TOOLS, "messages": [{"role": "user", "content": f"[{name}] weather?"}, *turns]}
+        for name, (turns, _) in SCENARIOS.items()
+    ]
     prompts = tmp_path / "p.jsonl"
     prompts.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    cfg = GenerateConfig(prompts=prompts, output_dir=tmp_path / "out", endpoints=[url], model="standin",
-                         max_tokens=32, hedge=False, commit_interval_s=0.0, **kw)
+    cfg = GenerateConfig(
+        prompts=prompts,
+        output_dir=tmp_path / "out",
+        endpoints=[url],
+        model="standin",
+        max_tokens=32,
+        hedge=False,
+        commit_interval_s=0.0,
+        **kw,
+    )
     stats = generate(cfg, handle_signals=False)
     return {r["id"]: r for r in read_jsonl(tmp_path / "out" / "results.jsonl")}, stats, rows
 
@@ -132,7 +175,10 @@ def test_scripted_divergence_keeps_only_results_the_target_asked_for(tmp_path, s
     assert rows["same-spacing"]["cut"] is None
     swapped = rows["parallel-swapped"]["messages"]
     # The results follow the target's calls (Rome, then Paris), each naming the call it answers.
-    assert [c["id"] for c in swapped[1]["tool_calls"]] == ["c2", "c1"] and [m["content"] for m in swapped[2:4]] == ["rain", "sunny"]
+    assert [c["id"] for c in swapped[1]["tool_calls"]] == ["c2", "c1"] and [m["content"] for m in swapped[2:4]] == [
+        "rain",
+        "sunny",
+    ]
     assert [m["tool_call_id"] for m in swapped[2:4]] == ["c2", "c1"]
     subset = rows["parallel-subset"]
     assert [m["content"] for m in subset["messages"] if m["role"] == "tool"] == ["rain"]
@@ -200,9 +246,15 @@ def test_a_positional_template_shows_each_swapped_call_its_own_result(tmp_path):
         tok = AutoTokenizer.from_pretrained(resolve_model("smollm2", prepare=False))
     except Exception as e:  # not prepared on this machine
         pytest.skip(f"embedded tokenizer not available: {e}")
-    recorded = [{"role": "assistant", "content": "", "tool_calls": [call("get_weather", {"city": c}, f"c{i}") for i, c in enumerate(CITIES)]},
-                *({"role": "tool", "content": WEATHER[c], "tool_call_id": f"c{i}"} for i, c in enumerate(CITIES)),
-                {"role": "assistant", "content": "RECORDED"}]
+    recorded = [
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [call("get_weather", {"city": c}, f"c{i}") for i, c in enumerate(CITIES)],
+        },
+        *({"role": "tool", "content": WEATHER[c], "tool_call_id": f"c{i}"} for i, c in enumerate(CITIES)),
+        {"role": "assistant", "content": "RECORDED"},
+    ]
     orders = {"reversed": ["Lima", "Rome", "Paris"], "rotated": ["Rome", "Lima", "Paris"], "same": list(CITIES)}
 
     def target(body):
@@ -211,23 +263,47 @@ def test_a_positional_template_shows_each_swapped_call_its_own_result(tmp_path):
         order = orders.get(body["messages"][0]["content"])
         if order is None:
             return None  # generate's warm-up and path probes: plain text
-        return {"content": "", "tool_calls": [{**call("get_weather", {"city": c}), "id": f"srv-{k}"} for k, c in enumerate(order)]}
+        return {
+            "content": "",
+            "tool_calls": [{**call("get_weather", {"city": c}), "id": f"srv-{k}"} for k, c in enumerate(order)],
+        }
 
     server = StandinServer(respond=target)
     url = server.start()
     try:
         prompts = tmp_path / "p.jsonl"
-        prompts.write_text("".join(json.dumps({"id": n, "tools": TOOLS, "messages": [{"role": "user", "content": n}, *recorded]}) + "\n"
-                                   for n in orders))
-        generate(GenerateConfig(prompts=prompts, output_dir=tmp_path / "out", endpoints=[url], model="standin",
-                                max_tokens=16, hedge=False, commit_interval_s=0.0), handle_signals=False)
-        second = {b["messages"][0]["content"]: b for b in server.bodies if any(m["role"] == "tool" for m in b["messages"])}
+        prompts.write_text(
+            "".join(
+                json.dumps({"id": n, "tools": TOOLS, "messages": [{"role": "user", "content": n}, *recorded]}) + "\n"
+                for n in orders
+            )
+        )
+        generate(
+            GenerateConfig(
+                prompts=prompts,
+                output_dir=tmp_path / "out",
+                endpoints=[url],
+                model="standin",
+                max_tokens=16,
+                hedge=False,
+                commit_interval_s=0.0,
+            ),
+            handle_signals=False,
+        )
+        second = {
+            b["messages"][0]["content"]: b for b in server.bodies if any(m["role"] == "tool" for m in b["messages"])
+        }
     finally:
         server.stop()
     assert set(second) == set(orders)
     for name, order in orders.items():
-        text = tok.apply_chat_template(second[name]["messages"], tools=TOOLS, chat_template=TEMPLATE.read_text(),
-                                       tokenize=False, add_generation_prompt=True)
+        text = tok.apply_chat_template(
+            second[name]["messages"],
+            tools=TOOLS,
+            chat_template=TEMPLATE.read_text(),
+            tokenize=False,
+            add_generation_prompt=True,
+        )
         turn = text.split("<|im_start|>user\n" + name + "<|im_end|>\n", 1)[1]  # past the template's worked examples
         called = re.findall(r'<tool_call>\n\{"name": "get_weather", "arguments": \{"city": "(\w+)"\}\}', turn)
         answered = re.findall(r"<tool_response>\n(\w+)\n</tool_response>", turn)

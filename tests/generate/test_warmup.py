@@ -32,9 +32,19 @@ PROFILES = [
 
 def cfg(tmp_path, endpoints, **kw) -> GenerateConfig:
     base = dict(
-        prompts=tmp_path / "p.jsonl", output_dir=tmp_path / "out", endpoints=endpoints, max_tokens=8,
-        concurrency=4, timeout_base_s=30.0, timeout_per_token_s=0.0, backoff_base_s=0.01, backoff_max_s=0.05,
-        replica_cooldown_s=0.2, hedge=False, commit_interval_s=0.0, model="standin",
+        prompts=tmp_path / "p.jsonl",
+        output_dir=tmp_path / "out",
+        endpoints=endpoints,
+        max_tokens=8,
+        concurrency=4,
+        timeout_base_s=30.0,
+        timeout_per_token_s=0.0,
+        backoff_base_s=0.01,
+        backoff_max_s=0.05,
+        replica_cooldown_s=0.2,
+        hedge=False,
+        commit_interval_s=0.0,
+        model="standin",
     )
     base.update(kw)
     return GenerateConfig(**base)
@@ -76,11 +86,21 @@ def test_no_job_request_reaches_a_replica_before_each_of_its_paths_answered(tmp_
         ({"top_p": 0.9}, [], ["top_p<1"]),
         ({"temperature": 0.0}, [], ["greedy"]),
         ({"seed": 7}, [], ["temperature+seed"]),
-        ({}, [{"name": "a", "temperature": 0.3}, {"name": "b", "temperature": 1.2, "reasoning_effort": "low"}], ["temperature"]),
-        ({}, [{"name": "a", "top_k": 1}, {"name": "b", "top_k": 40}, {"name": "c", "min_p": 0.1, "top_p": 0.95}],
-         ["greedy", "top_k", "top_p<1+min_p"]),
-        ({}, [{"name": "a", "repetition_penalty": 1.1}, {"name": "b", "repetition_penalty": 1.0}],
-         ["temperature+penalties", "temperature"]),
+        (
+            {},
+            [{"name": "a", "temperature": 0.3}, {"name": "b", "temperature": 1.2, "reasoning_effort": "low"}],
+            ["temperature"],
+        ),
+        (
+            {},
+            [{"name": "a", "top_k": 1}, {"name": "b", "top_k": 40}, {"name": "c", "min_p": 0.1, "top_p": 0.95}],
+            ["greedy", "top_k", "top_p<1+min_p"],
+        ),
+        (
+            {},
+            [{"name": "a", "repetition_penalty": 1.1}, {"name": "b", "repetition_penalty": 1.0}],
+            ["temperature+penalties", "temperature"],
+        ),
         ({}, [{"name": "a", "extra_body": {"top_a": 0.2}}], ["temperature+extra:top_a"]),
     ],
 )

@@ -41,8 +41,13 @@ def test_each_paths_warm_up_reaches_a_real_server_before_the_job(cpu_fleet, tmp_
     endpoint = cpu_fleet.endpoints[0]
     write_prompts(tmp_path / "p.jsonl", 4)
     config = GenerateConfig(
-        prompts=tmp_path / "p.jsonl", output_dir=tmp_path / "out", endpoints=[endpoint],
-        model=cpu_fleet.served_model_name, max_tokens=8, profiles=PROFILES, hedge=False,
+        prompts=tmp_path / "p.jsonl",
+        output_dir=tmp_path / "out",
+        endpoints=[endpoint],
+        model=cpu_fleet.served_model_name,
+        max_tokens=8,
+        profiles=PROFILES,
+        hedge=False,
     )
     before = served(endpoint)
     stats = generate(config, handle_signals=False)

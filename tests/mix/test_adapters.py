@@ -33,8 +33,18 @@ def load(fixtures, adapter, filename, **spec):
 
 
 def test_registry_lists_every_dataset_adapter():
-    assert {"infinity_instruct", "webinstructsub", "codefeedback", "metamathqa", "hermes_function_calling",
-            "agentinstruct", "sharegpt", "openai_messages", "alpaca", "specforge"} <= set(ADAPTERS)
+    assert {
+        "infinity_instruct",
+        "webinstructsub",
+        "codefeedback",
+        "metamathqa",
+        "hermes_function_calling",
+        "agentinstruct",
+        "sharegpt",
+        "openai_messages",
+        "alpaca",
+        "specforge",
+    } <= set(ADAPTERS)
     with pytest.raises(ConfigError) as e:
         get_adapter("infinity")
     assert "infinity_instruct" in e.value.hint and "webinstructsub" in e.value.hint
@@ -121,7 +131,7 @@ def test_openai_messages_tools_and_tool_calls(fixtures):
     assert isinstance(r.tools, list) and r.tools[0]["function"]["name"] == "book_table"
     call = r.messages[2]["tool_calls"][0]
     assert json.loads(call["function"]["arguments"]) == {"people": 2, "time": "19:00"}
-    assert r.messages[-1] == {"role": "tool", "tool_call_id": "call_a", "content": "{\"ok\": true}"}
+    assert r.messages[-1] == {"role": "tool", "tool_call_id": "call_a", "content": '{"ok": true}'}
     assert r.meta["domain"] == "agent"
     # text parts joined by a newline, as vLLM joins them when it serves the same message
     assert recs[1].messages == [{"role": "user", "content": "Tell me a joke \nabout cats."}]
@@ -130,7 +140,9 @@ def test_openai_messages_tools_and_tool_calls(fixtures):
 def test_alpaca_and_specforge(fixtures):
     recs, bad = load(fixtures, "alpaca", "alpaca.json")
     assert bad == {2: "empty instruction"}
-    assert recs[0].messages[0]["content"] == "Translate the following sentence into French.\n\nThe weather is nice today."
+    assert (
+        recs[0].messages[0]["content"] == "Translate the following sentence into French.\n\nThe weather is nice today."
+    )
     assert recs[0].meta["domain"] == "other"
     recs, bad = load(fixtures, "specforge", "specforge.jsonl")
     assert not bad

@@ -114,6 +114,7 @@ def test_same_seed_same_file_other_seed_other_file(tmp_path):
     a, b, c = ((tmp_path / f"{n}.jsonl").read_bytes() for n in "abc")
     assert a == b
     assert a != c
+
     def ids(blob):
         return {json.loads(line)["id"] for line in blob.splitlines()}
 
@@ -134,8 +135,10 @@ def test_parquet_sources_and_exclude_noncommercial(fixtures, tmp_path):
     rows = [json.loads(line) for line in (fixtures / "webinstructsub.jsonl").read_text().splitlines()]
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "wis.parquet")
     data = {
-        "total": 10, "sources": [{"name": "w", "adapter": "webinstructsub", "path": str(tmp_path / "wis.parquet")}],
-        "quotas": {"domain": {"math": 0.5, "stem": 0.5}}, "filters": {"exclude_noncommercial": True},
+        "total": 10,
+        "sources": [{"name": "w", "adapter": "webinstructsub", "path": str(tmp_path / "wis.parquet")}],
+        "quotas": {"domain": {"math": 0.5, "stem": 0.5}},
+        "filters": {"exclude_noncommercial": True},
     }
     s = build_mix(recipe(data), tmp_path / "p.jsonl")
     out = list(read_prompt_records(tmp_path / "p.jsonl"))
@@ -154,7 +157,8 @@ def test_source_weight_and_max_rows(tmp_path):
     a = write_synthetic(tmp_path / "a.jsonl", 400, seed=1, prefix="a")
     b = write_synthetic(tmp_path / "b.jsonl", 400, seed=2, prefix="b")
     data = {
-        "total": 100, "quotas": {"domain": {"general": 1.0}},
+        "total": 100,
+        "quotas": {"domain": {"general": 1.0}},
         "sources": [
             {"name": "a", "adapter": "openai_messages", "path": str(a), "domain": "general", "weight": 9.0},
             {"name": "b", "adapter": "openai_messages", "path": str(b), "domain": "general", "max_rows": 300},

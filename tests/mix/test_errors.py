@@ -82,7 +82,9 @@ def test_cli_prints_one_line_and_a_hint(fixtures, tmp_path):
     data["sources"][1]["adapter"] = "webinstruct"
     p = subprocess.run(
         [sys.executable, "-m", "fleetgen.cli.app", "mix", write(tmp_path, data), "-o", str(tmp_path / "o.jsonl")],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert p.returncode == 2
     assert "error: unknown adapter 'webinstruct'" in p.stderr and "hint: known adapters:" in p.stderr
@@ -91,9 +93,22 @@ def test_cli_prints_one_line_and_a_hint(fixtures, tmp_path):
 
 def test_cli_builds_the_mix(fixtures, tmp_path):
     p = subprocess.run(
-        [sys.executable, "-m", "fleetgen.cli.app", "mix", write(tmp_path, seed_recipe(fixtures)),
-         "-o", str(tmp_path / "o.jsonl"), "--report", str(tmp_path / "rep"), "--seed", "3"],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "fleetgen.cli.app",
+            "mix",
+            write(tmp_path, seed_recipe(fixtures)),
+            "-o",
+            str(tmp_path / "o.jsonl"),
+            "--report",
+            str(tmp_path / "rep"),
+            "--seed",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert p.returncode == 0, p.stderr
     assert (tmp_path / "o.jsonl").stat().st_size > 0 and (tmp_path / "rep" / "report.md").exists()

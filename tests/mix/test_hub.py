@@ -21,10 +21,17 @@ def test_hub_source_reads_a_datasets_dataset(fixtures, tmp_path, monkeypatch):
         return datasets.Dataset.from_list(rows)
 
     monkeypatch.setattr(datasets, "load_dataset", fake_load)
-    r = validate(MixRecipe, {
-        "total": 5, "sources": [{"name": "inf", "adapter": "infinity_instruct", "path": "BAAI/Infinity-Instruct", "config": "0625"}],
-        "quotas": {"domain": {"general": 0.4, "math": 0.2, "code": 0.2, "stem": 0.2}},
-    }, source="t")
+    r = validate(
+        MixRecipe,
+        {
+            "total": 5,
+            "sources": [
+                {"name": "inf", "adapter": "infinity_instruct", "path": "BAAI/Infinity-Instruct", "config": "0625"}
+            ],
+            "quotas": {"domain": {"general": 0.4, "math": 0.2, "code": 0.2, "stem": 0.2}},
+        },
+        source="t",
+    )
     s = build_mix(r, tmp_path / "p.jsonl")
     assert calls == [("BAAI/Infinity-Instruct", "0625", "train")]
     out = list(read_prompt_records(tmp_path / "p.jsonl"))
@@ -37,9 +44,14 @@ def test_hub_failure_is_one_clear_error(tmp_path, monkeypatch):
         raise ConnectionError("Couldn't reach 'meta-math/MetaMathQA' on the Hub (LocalEntryNotFoundError)")
 
     monkeypatch.setattr(datasets, "load_dataset", offline)
-    r = validate(MixRecipe, {
-        "total": 5, "sources": [{"name": "mm", "adapter": "metamathqa", "path": "meta-math/MetaMathQA"}],
-        "quotas": {"domain": {"math": 1.0}},
-    }, source="t")
+    r = validate(
+        MixRecipe,
+        {
+            "total": 5,
+            "sources": [{"name": "mm", "adapter": "metamathqa", "path": "meta-math/MetaMathQA"}],
+            "quotas": {"domain": {"math": 1.0}},
+        },
+        source="t",
+    )
     with pytest.raises(InputError, match=r"source 'mm': cannot load meta-math/MetaMathQA split train: ConnectionError"):
         build_mix(r, tmp_path / "p.jsonl")

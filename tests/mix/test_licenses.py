@@ -31,10 +31,20 @@ def recipe(data: dict) -> MixRecipe:
     return validate(MixRecipe, data, source="test")
 
 
-@pytest.mark.parametrize(("name", "expected"), [
-    ("apache-2.0", "yes"), ("MIT", "yes"), ("cc-by-sa-4.0", "yes"), ("cc-by-nc-4.0", "no"),
-    ("cc-by-nc-sa-4.0", "no"), ("unknown", "unknown"), (None, "unknown"), ("other", "unknown"), ("", "unknown"),
-])
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("apache-2.0", "yes"),
+        ("MIT", "yes"),
+        ("cc-by-sa-4.0", "yes"),
+        ("cc-by-nc-4.0", "no"),
+        ("cc-by-nc-sa-4.0", "no"),
+        ("unknown", "unknown"),
+        (None, "unknown"),
+        ("other", "unknown"),
+        ("", "unknown"),
+    ],
+)
 def test_commercial_use_is_yes_only_for_a_license_known_to_allow_it(name, expected):
     assert commercial_use(name) == expected
 
@@ -52,7 +62,9 @@ def test_the_mix_report_says_unknown_for_a_source_without_a_license(fixtures, tm
     assert {r["meta"]["commercial_use"] for r in rows if r["meta"]["source"] == "metamath"} == {"yes"}
     md = (tmp_path / "report" / "report.md").read_text()
     assert "| agent | unknown |" in md and md.split("| agent | unknown |")[1].split("\n")[0].endswith("| unknown |")
-    assert any(line.startswith("| webinstruct | cc-by-nc-4.0 |") and line.endswith("| no |") for line in md.splitlines())
+    assert any(
+        line.startswith("| webinstruct | cc-by-nc-4.0 |") and line.endswith("| no |") for line in md.splitlines()
+    )
     assert s.sources[-1].licenses == {"unknown": 3}
 
 
@@ -77,9 +89,22 @@ def test_the_cli_flag_refuses_unknown_licenses(fixtures, tmp_path):
     path = tmp_path / "r.yaml"
     path.write_text(yaml.safe_dump(seed_recipe(fixtures)))
     out = tmp_path / "p.jsonl"
-    proc = subprocess.run([sys.executable, "-m", "fleetgen.cli.app", "mix", str(path), "-o", str(out),
-                           "--exclude-unknown-license", "--report", str(tmp_path / "rep")],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fleetgen.cli.app",
+            "mix",
+            str(path),
+            "-o",
+            str(out),
+            "--exclude-unknown-license",
+            "--report",
+            str(tmp_path / "rep"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert rows and "unknown" not in {r["meta"]["commercial_use"] for r in rows}

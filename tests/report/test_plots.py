@@ -49,16 +49,31 @@ def reasoning_run(tmp_path: Path) -> Path:
     rows = []
     for k, (reasoning, answer) in enumerate([("hmm let me think", "the answer is four"), ("ok", "four")]):
         log = TurnIdsLog()
-        sampled = [ids[w] for w in reasoning.split()] + [ids["</think>"]] + [ids[w] for w in answer.split()] + [ids["<|im_end|>"]]
+        sampled = (
+            [ids[w] for w in reasoning.split()]
+            + [ids["</think>"]]
+            + [ids[w] for w in answer.split()]
+            + [ids["<|im_end|>"]]
+        )
         log.add(TurnIds([1, 2, 3], sampled))
-        rows.append({
-            "id": f"r{k}", "sample": 0, "meta": {"domain": "math" if k else "general"},
-            "messages": [{"role": "user", "content": "2+2?"},
-                         {"role": "assistant", "content": answer, "reasoning_content": reasoning}],
-            "finish_reason": ["stop"], "truncated": False, "usage": {"prompt_tokens": 3, "completion_tokens": len(sampled)},
-            "replica": "http://127.0.0.1:1", "model": "m", "timing": {"started_at": 1000.0 + k, "latency_s": 2.0},
-            "token_ids": log.record(),
-        })
+        rows.append(
+            {
+                "id": f"r{k}",
+                "sample": 0,
+                "meta": {"domain": "math" if k else "general"},
+                "messages": [
+                    {"role": "user", "content": "2+2?"},
+                    {"role": "assistant", "content": answer, "reasoning_content": reasoning},
+                ],
+                "finish_reason": ["stop"],
+                "truncated": False,
+                "usage": {"prompt_tokens": 3, "completion_tokens": len(sampled)},
+                "replica": "http://127.0.0.1:1",
+                "model": "m",
+                "timing": {"started_at": 1000.0 + k, "latency_s": 2.0},
+                "token_ids": log.record(),
+            }
+        )
     (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return out
 
@@ -82,6 +97,8 @@ def test_reasoning_and_answer_tokens_come_from_the_ids_split_at_think_close(tmp_
     assert (rows["r1"].reasoning_tokens, rows["r1"].answer_tokens) == (2, 2)
     assert all(r.reasoning_tokens is None for r in load_run(out).rows)  # no tokenizer: they cannot be told apart
     md = build_report(out, dest=tmp_path / "report", tokenizer=str(tmp_path / "tok")).read_text()
-    assert "in tokens (sampled ids, split at `</think>`)" in md and "![reasoning vs answer](reasoning_vs_answer.png)" in md
+    assert (
+        "in tokens (sampled ids, split at `</think>`)" in md and "![reasoning vs answer](reasoning_vs_answer.png)" in md
+    )
     md = build_report(out, dest=tmp_path / "chars").read_text()
     assert "in characters (tokens cannot be told apart without the tokenizer's `</think>` id" in md

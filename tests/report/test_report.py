@@ -29,8 +29,12 @@ def report(tmp_path_factory) -> Path:
     dest = tmp_path_factory.mktemp("report")
     mix = dest / "mix"
     mix.mkdir()
-    shares = [{"domain": "general", "share": 0.4}, {"domain": "code", "share": 0.2}, {"domain": "math", "share": 0.2},
-              {"domain": "tool_use", "share": 0.2}]
+    shares = [
+        {"domain": "general", "share": 0.4},
+        {"domain": "code", "share": 0.2},
+        {"domain": "math", "share": 0.2},
+        {"domain": "tool_use", "share": 0.2},
+    ]
     (mix / "summary.json").write_text(json.dumps({"domains": shares}))
     return build_report(RUN, html=True, dest=dest, mix_report=mix, tokenizer="/nonexistent")
 
@@ -69,5 +73,8 @@ def test_load_run_groups_errors_by_reason():
     run = load_run(RUN)
     errors = [json.loads(line) for line in (RUN / "errors.jsonl").read_text().splitlines()]
     assert sum(run.errors.values()) == len(errors)
-    assert all(reason.split(":")[0] in {"rejected", "failed", "truncated", "input", "incomplete", "internal"} for reason in run.errors)
+    assert all(
+        reason.split(":")[0] in {"rejected", "failed", "truncated", "input", "incomplete", "internal"}
+        for reason in run.errors
+    )
     assert len(run.rows) == len((RUN / "results.jsonl").read_text().splitlines())

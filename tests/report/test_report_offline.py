@@ -38,7 +38,11 @@ def _local(host: object) -> bool:
 def no_network(monkeypatch, tmp_path) -> list[str]:
     """Block every lookup and connect beyond loopback; the list records each attempt."""
     attempts: list[str] = []
-    real_connect, real_connect_ex, real_getaddrinfo = socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo
+    real_connect, real_connect_ex, real_getaddrinfo = (
+        socket.socket.connect,
+        socket.socket.connect_ex,
+        socket.getaddrinfo,
+    )
 
     def connect(self, address):
         host = address[0] if isinstance(address, tuple) else address
@@ -93,9 +97,14 @@ def test_the_report_asks_no_hub_and_counts_from_the_ids(no_network, tmp_path):
     md = build_report(out, dest=tmp_path / "report").read_text()
     assert no_network == []
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    assert f"| completion tokens (all {len(rows)} result rows) | {sum(r['usage']['completion_tokens'] for r in rows)} |" in md
-    assert "| tokenizer (for the round trip) | none: no tokenizer on this machine for the run's model 'model' " \
-           "(no model hub is asked) |" in md
+    assert (
+        f"| completion tokens (all {len(rows)} result rows) | {sum(r['usage']['completion_tokens'] for r in rows)} |"
+        in md
+    )
+    assert (
+        "| tokenizer (for the round trip) | none: no tokenizer on this machine for the run's model 'model' "
+        "(no model hub is asked) |" in md
+    )
 
 
 def test_the_tokenizer_comes_from_the_fleet_s_model_path_the_run_recorded(no_network, tmp_path):
@@ -104,8 +113,10 @@ def test_the_tokenizer_comes_from_the_fleet_s_model_path_the_run_recorded(no_net
         pytest.skip("the embedded model is not prepared (scripts/setup.sh prepares it)")
     out = served_as_model(tmp_path)
     first = json.loads((out / "results.jsonl").read_text().splitlines()[0])["timing"]["started_at"]
-    (out / "runs.jsonl").write_text(json.dumps({"run": "r1", "event": "start", "at": first - 1, "shard": "",
-                                                "job": None, "model_path": str(model)}) + "\n")
+    (out / "runs.jsonl").write_text(
+        json.dumps({"run": "r1", "event": "start", "at": first - 1, "shard": "", "job": None, "model_path": str(model)})
+        + "\n"
+    )
     md = build_report(out, dest=tmp_path / "report").read_text()
     assert no_network == []
     assert f"| tokenizer (for the round trip) | {model} |" in md
@@ -123,7 +134,9 @@ def test_the_tokens_export_asks_no_hub_either(no_network, tmp_path):
     if not (model / "tokenizer.json").is_file():
         pytest.skip("the embedded model is not prepared (scripts/setup.sh prepares it)")
     first = json.loads((out / "results.jsonl").read_text().splitlines()[0])["timing"]["started_at"]
-    (out / "runs.jsonl").write_text(json.dumps({"run": "r1", "event": "start", "at": first - 1, "shard": "",
-                                                "job": None, "model_path": str(model)}) + "\n")
+    (out / "runs.jsonl").write_text(
+        json.dumps({"run": "r1", "event": "start", "at": first - 1, "shard": "", "job": None, "model_path": str(model)})
+        + "\n"
+    )
     s = export(ExportConfig(results_dir=out, output=tmp_path / "t.parquet", format="tokens"))
     assert sum(s.written.values()) > 0 and no_network == []

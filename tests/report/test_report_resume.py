@@ -30,9 +30,28 @@ SAMPLES = 2
 
 def generate(prompts: Path, out: Path, state_dir: Path, log: Path) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "fleetgen.cli.app", "generate", str(prompts), "-o", str(out), "--fleet", str(state_dir),
-         "--samples", str(SAMPLES), "--max-tokens", "24", "--temperature", "0.8", "--concurrency", "4"],
-        stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "fleetgen.cli.app",
+            "generate",
+            str(prompts),
+            "-o",
+            str(out),
+            "--fleet",
+            str(state_dir),
+            "--samples",
+            str(SAMPLES),
+            "--max-tokens",
+            "24",
+            "--temperature",
+            "0.8",
+            "--concurrency",
+            "4",
+        ],
+        stdout=open(log, "ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
 
 
@@ -69,9 +88,15 @@ def figure(table: dict[str, str], prefix: str) -> float:
 def test_totals_after_an_interrupt_a_kill_and_a_resume_are_what_the_results_hold(cpu_fleet, tmp_path):
     state_dir = Path(cpu_fleet.config["state_dir"])
     prompts = tmp_path / "prompts.jsonl"
-    prompts.write_text("".join(
-        json.dumps({"id": f"p{i}", "messages": [{"role": "user", "content": f"Write two sentences about the number {i}."}]}) + "\n"
-        for i in range(PROMPTS)))
+    prompts.write_text(
+        "".join(
+            json.dumps(
+                {"id": f"p{i}", "messages": [{"role": "user", "content": f"Write two sentences about the number {i}."}]}
+            )
+            + "\n"
+            for i in range(PROMPTS)
+        )
+    )
     out, log = tmp_path / "out", tmp_path / "generate.log"
 
     stop_after(generate(prompts, out, state_dir, log), out, 20, signal.SIGINT, log)  # Ctrl-C: ends with its stats
@@ -83,7 +108,12 @@ def test_totals_after_an_interrupt_a_kill_and_a_resume_are_what_the_results_hold
     rows = results(out)
     assert len(rows) == PROMPTS * SAMPLES and len({(r["id"], r["sample"]) for r in rows}) == len(rows)
     runs = read_runs(out)
-    assert len(runs) == 3 and runs[1].ended_at is None and runs[0].stats["interrupted"] and not runs[2].stats["interrupted"]
+    assert (
+        len(runs) == 3
+        and runs[1].ended_at is None
+        and runs[0].stats["interrupted"]
+        and not runs[2].stats["interrupted"]
+    )
 
     md = build_report(out, dest=tmp_path / "report").read_text()
     table = overview(md)
@@ -101,10 +131,15 @@ def test_totals_after_an_interrupt_a_kill_and_a_resume_are_what_the_results_hold
     lines = [line.split(" | ") for line in per_run.splitlines() if re.match(r"^\| [123] \|", line)]
     assert [int(c[4]) for c in lines] == [
         sum(1 for r in rows if s <= r["timing"]["started_at"] < e)
-        for s, e in ((runs[0].started_at, runs[1].started_at), (runs[1].started_at, runs[2].started_at),
-                     (runs[2].started_at, float("inf")))
+        for s, e in (
+            (runs[0].started_at, runs[1].started_at),
+            (runs[1].started_at, runs[2].started_at),
+            (runs[2].started_at, float("inf")),
+        )
     ]
-    assert sum(int(c[4]) for c in lines) == len(rows) and sum(int(c[5]) for c in lines) == figure(table, "completion tokens")
+    assert sum(int(c[4]) for c in lines) == len(rows) and sum(int(c[5]) for c in lines) == figure(
+        table, "completion tokens"
+    )
     assert "interrupted" in lines[0][8] and "killed" in lines[1][8] and "finished" in lines[2][8]
 
     # the tokenizer is the fleet's model, which each run recorded; the ids of every turn are counted

@@ -20,14 +20,26 @@ def rec(run: str, start: float, end: float | None, shard: str = "", wall: float 
 
 
 def row(start: float, latency: float = 1.0) -> Row:
-    return Row(id=f"r{start}", domain="d", source="s", prompt_tokens=1, completion_tokens=10, finish=["stop"],
-               replicas=["a"], started_at=start, ended_at=start + latency, has_reasoning=False, reasoning_chars=0,
-               answer_chars=1)
+    return Row(
+        id=f"r{start}",
+        domain="d",
+        source="s",
+        prompt_tokens=1,
+        completion_tokens=10,
+        finish=["stop"],
+        replicas=["a"],
+        started_at=start,
+        ended_at=start + latency,
+        has_reasoning=False,
+        reasoning_chars=0,
+        answer_chars=1,
+    )
 
 
 def test_shards_of_one_command_are_one_run_and_a_killed_run_ends_where_its_journal_s_next_one_starts():
     records = [
-        rec("a0", 100.0, 150.0, ".shard-0-of-2", wall=50.0), rec("a1", 101.0, 160.0, ".shard-1-of-2", wall=59.0),
+        rec("a0", 100.0, 150.0, ".shard-0-of-2", wall=50.0),
+        rec("a1", 101.0, 160.0, ".shard-1-of-2", wall=59.0),
         rec("k", 200.0, None),  # killed: no end line
         rec("z", 300.0, 320.0, wall=20.0),
     ]

@@ -53,8 +53,12 @@ def run(tmp_path: Path, kinds: list[type[Recorded]]) -> list[str]:
     log: list[str] = []
     for k in kinds:
         k.log = log
-    job = JobConfig.model_validate({"workdir": str(tmp_path), "generate": {"prompts": str(tmp_path / "p.jsonl"),
-                                                                           "endpoints": ["http://127.0.0.1:1"]}})
+    job = JobConfig.model_validate(
+        {
+            "workdir": str(tmp_path),
+            "generate": {"prompts": str(tmp_path / "p.jsonl"), "endpoints": ["http://127.0.0.1:1"]},
+        }
+    )
     pipeline = Pipeline(job, resume=True, keep_fleet=False)
     pipeline.stages = lambda: [k(pipeline.ctx) for k in kinds]  # type: ignore[method-assign]
     try:

@@ -72,7 +72,11 @@ def test_a_job_file_carries_sampling_profiles_to_generate(tmp_path):
         load_job(job_file)
     job_file.write_text(job_file.read_text().replace("extra_body: {top_k: 5}", "top_k: 5"))
     section = load_job(job_file).generate
-    config = GenerateConfig.model_validate({**section.model_dump(exclude={"prompts", "output_dir"}),
-                                            "prompts": "p.jsonl", "output_dir": tmp_path / "out"})
-    assert [(p.name, p.weight, p.thinking, p.top_k) for p in config.sampling.profiles] == [("think", 2.0, True, None), ("plain", 1.0, False, 5)]
+    config = GenerateConfig.model_validate(
+        {**section.model_dump(exclude={"prompts", "output_dir"}), "prompts": "p.jsonl", "output_dir": tmp_path / "out"}
+    )
+    assert [(p.name, p.weight, p.thinking, p.top_k) for p in config.sampling.profiles] == [
+        ("think", 2.0, True, None),
+        ("plain", 1.0, False, 5),
+    ]
     assert [p["name"] for p in config.sampling.identity()["profiles"]] == ["think", "plain"]

@@ -17,8 +17,12 @@ from fleetgen.run.job_plan import plan_job, read_warmup
 
 def _job(tmp_path: Path, rows: int = 1000, fleet: str = "") -> Path:
     prompts = tmp_path / "prompts.jsonl"
-    prompts.write_bytes(b"".join(orjson.dumps({"id": f"p{i}", "messages": [{"role": "user", "content": "hi"}]}) + b"\n"
-                                 for i in range(rows)) + b"\n")  # a blank last line is not a row
+    prompts.write_bytes(
+        b"".join(
+            orjson.dumps({"id": f"p{i}", "messages": [{"role": "user", "content": "hi"}]}) + b"\n" for i in range(rows)
+        )
+        + b"\n"
+    )  # a blank last line is not a row
     job = tmp_path / "job.yaml"
     gen = "generate:\n  prompts: prompts.jsonl\n  samples: 3\n  max_tokens: 4096\n"
     job.write_text(gen + (fleet or "  endpoints: [http://127.0.0.1:30000]\n"))

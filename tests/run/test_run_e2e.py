@@ -47,7 +47,9 @@ def write_job(tmp_path: Path, *, total: int, samples: int, max_tokens: int) -> P
 def start_run(job: Path, *args: str, log: Path) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "fleetgen.cli.app", "run", str(job), *args],
-        stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True,
+        stdout=open(log, "ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
 
 
@@ -88,7 +90,9 @@ def test_kill_run_mid_generate_then_resume_skips_finished_stages(tmp_path):
 
         second = subprocess.run(
             [sys.executable, "-m", "fleetgen.cli.app", "run", str(job), "--resume"],
-            capture_output=True, text=True, timeout=1200,
+            capture_output=True,
+            text=True,
+            timeout=1200,
         )
         out = second.stderr
         assert second.returncode == 0, out[-3000:]

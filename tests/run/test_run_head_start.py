@@ -52,8 +52,9 @@ def test_a_failed_mix_stops_the_fleet_that_started_beside_it(tmp_path):
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(job))
 
-    proc = subprocess.run([sys.executable, "-m", "fleetgen.cli.app", "run", str(path)],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fleetgen.cli.app", "run", str(path)], capture_output=True, text=True, timeout=300
+    )
     out = proc.stderr
     assert proc.returncode == 2, out[-3000:]
     assert out.index("[fleet] start") < out.index("error:"), "the fleet started before the mix failed"

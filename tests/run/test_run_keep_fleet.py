@@ -32,15 +32,32 @@ def test_a_replica_killed_as_the_job_ends_is_restarted_before_run_returns(tmp_pa
     fleet = start_fleet(work / "fleet", replicas=1)  # where the job looks for a running fleet to reuse
     victim = fleet.replicas[0]
     prompts = tmp_path / "p.jsonl"
-    prompts.write_text("".join(
-        f'{{"id": "r{i}", "messages": [{{"role": "user", "content": "Name one tree. ({i})"}}]}}\n' for i in range(4)
-    ))
-    settings = {k: fleet.config[k] for k in ("engine", "model", "replicas", "gpus", "port_base", "enforce_eager",
-                                             "cpu_kv_cache_gb", "max_running_requests", "context_length")}
-    job = JobConfig.model_validate({
-        "workdir": work, "fleet": settings,
-        "generate": {"prompts": prompts, "max_tokens": 8, "temperature": 0.0},
-    })
+    prompts.write_text(
+        "".join(
+            f'{{"id": "r{i}", "messages": [{{"role": "user", "content": "Name one tree. ({i})"}}]}}\n' for i in range(4)
+        )
+    )
+    settings = {
+        k: fleet.config[k]
+        for k in (
+            "engine",
+            "model",
+            "replicas",
+            "gpus",
+            "port_base",
+            "enforce_eager",
+            "cpu_kv_cache_gb",
+            "max_running_requests",
+            "context_length",
+        )
+    }
+    job = JobConfig.model_validate(
+        {
+            "workdir": work,
+            "fleet": settings,
+            "generate": {"prompts": prompts, "max_tokens": 8, "temperature": 0.0},
+        }
+    )
     lines: list[str] = []
     killed: list[bool] = []
 
@@ -53,8 +70,12 @@ def test_a_replica_killed_as_the_job_ends_is_restarted_before_run_returns(tmp_pa
                 time.sleep(0.1)
 
     try:
-        run_job(job, keep_fleet=True, on_progress=kill_at_the_last_row,
-                on_event=lambda e: lines.append(f"[{e.stage}] {e.kind}: {e.detail}"))
+        run_job(
+            job,
+            keep_fleet=True,
+            on_progress=kill_at_the_last_row,
+            on_event=lambda e: lines.append(f"[{e.stage}] {e.kind}: {e.detail}"),
+        )
         text = "\n".join(lines)
         assert killed, text
         assert "reusing the running fleet" in text, text

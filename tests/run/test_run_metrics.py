@@ -20,23 +20,35 @@ pytestmark = pytest.mark.engine
 
 def samples_of(url: str) -> dict[tuple[str, tuple], float]:
     text = urllib.request.urlopen(url, timeout=10).read().decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for f in text_string_to_metric_families(text) for s in f.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+    }
 
 
 def test_run_serves_its_stage_and_the_final_generate_counters(cpu_fleet: FleetState, tmp_path: Path):
     prompts = tmp_path / "p.jsonl"
-    prompts.write_text("".join(
-        f'{{"id": "r{i}", "messages": [{{"role": "user", "content": "Name one tree. ({i})"}}]}}\n' for i in range(6)
-    ))
+    prompts.write_text(
+        "".join(
+            f'{{"id": "r{i}", "messages": [{{"role": "user", "content": "Name one tree. ({i})"}}]}}\n' for i in range(6)
+        )
+    )
 
     def job(port: int | None) -> JobConfig:
-        return JobConfig.model_validate({
-            "workdir": tmp_path / "work",
-            "generate": {"prompts": prompts, "endpoints": cpu_fleet.endpoints, "model": cpu_fleet.served_model_name,
-                         "max_tokens": 8, "metrics_port": port},
-            "export": {"format": "openai", "finish_reasons": ["stop", "length"]},
-        })
+        return JobConfig.model_validate(
+            {
+                "workdir": tmp_path / "work",
+                "generate": {
+                    "prompts": prompts,
+                    "endpoints": cpu_fleet.endpoints,
+                    "model": cpu_fleet.served_model_name,
+                    "max_tokens": 8,
+                    "metrics_port": port,
+                },
+                "export": {"format": "openai", "finish_reasons": ["stop", "length"]},
+            }
+        )
 
     url: list[str] = []
     seen: dict[str, dict] = {}

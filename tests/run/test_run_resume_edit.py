@@ -29,8 +29,12 @@ ANSWERED = 12  # the stand-in answers this many requests, then holds the rest un
 
 
 def fleetgen_run(job: Path, *args: str, log: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "fleetgen.cli.app", "run", str(job), *args],
-                            stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "fleetgen.cli.app", "run", str(job), *args],
+        stdout=open(log, "wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def results(outdir: Path) -> list[dict]:
@@ -54,15 +58,27 @@ def asked(bodies: list[dict]) -> set[str]:
 
 def test_resume_after_editing_concurrency_continues_and_a_sampling_edit_starts_anew(tmp_path):
     prompts = tmp_path / "prompts.jsonl"
-    prompts.write_text("".join(json.dumps({"id": f"p{i}", "messages": [{"role": "user", "content": f"question p{i}"}]})
-                               + "\n" for i in range(ROWS)))
+    prompts.write_text(
+        "".join(
+            json.dumps({"id": f"p{i}", "messages": [{"role": "user", "content": f"question p{i}"}]}) + "\n"
+            for i in range(ROWS)
+        )
+    )
     server = StandinServer(hang_after=ANSWERED)
     url = server.start()
     job = tmp_path / "job.yaml"
     spec = {
         "workdir": str(tmp_path / "work"),
-        "generate": {"prompts": str(prompts), "endpoints": [url], "max_tokens": 8, "concurrency": 4,
-                     "warmup": False, "token_ids": False, "hedge": False, "commit_interval_s": 0},
+        "generate": {
+            "prompts": str(prompts),
+            "endpoints": [url],
+            "max_tokens": 8,
+            "concurrency": 4,
+            "warmup": False,
+            "token_ids": False,
+            "hedge": False,
+            "commit_interval_s": 0,
+        },
     }
     job.write_text(yaml.safe_dump(spec))
     outdir = tmp_path / "work" / "generate"

@@ -33,9 +33,13 @@ def make_wheel(dirpath: Path, name: str, version: str, requires=(), files=None) 
     """A valid py3-none-any wheel: METADATA with Requires-Dist, WHEEL, RECORD with real hashes."""
     dist = f"{name.replace('-', '_')}-{version}"
     files = dict(files or {f"{name.replace('-', '_')}/__init__.py": b"X = 1\n"})
-    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)
+    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(
+        f"Requires-Dist: {r}\n" for r in requires
+    )
     files[f"{dist}.dist-info/METADATA"] = meta.encode() + b"\nlong description\nRequires-Dist: not-a-header\n"
-    files[f"{dist}.dist-info/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    files[f"{dist}.dist-info/WHEEL"] = (
+        b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    )
     rows = [gs.record_line(n, d) for n, d in files.items()] + [[f"{dist}.dist-info/RECORD", "", ""]]
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerows(rows)
@@ -49,13 +53,16 @@ def make_wheel(dirpath: Path, name: str, version: str, requires=(), files=None) 
 
 
 # ---------------------------------------------------------------------------------- decide
-@pytest.mark.parametrize("req", [
-    'foo>=1; python_version < "3.11"',
-    'foo; sys_platform == "darwin"',
-    'foo; platform_machine == "aarch64"',
-    'foo; extra == "dev"',
-    'foo; python_version >= "3.10" and extra == "all"',
-])
+@pytest.mark.parametrize(
+    "req",
+    [
+        'foo>=1; python_version < "3.11"',
+        'foo; sys_platform == "darwin"',
+        'foo; platform_machine == "aarch64"',
+        'foo; extra == "dev"',
+        'foo; python_version >= "3.10" and extra == "all"',
+    ],
+)
 def test_requirements_whose_marker_is_false_on_the_target_are_skipped(req):
     assert gs.decide(req, ENV, {}, {}, {}).action == "skip-marker"
 
@@ -106,8 +113,12 @@ class FakeIndex:
 
         self.asked.append(spec_text)
         req = Requirement(spec_text)
-        hits = [w for w in self.wheels if gs.wheel_name_version(w)[0] == gs.normalize(req.name)
-                and req.specifier.contains(Version(gs.wheel_name_version(w)[1]))]
+        hits = [
+            w
+            for w in self.wheels
+            if gs.wheel_name_version(w)[0] == gs.normalize(req.name)
+            and req.specifier.contains(Version(gs.wheel_name_version(w)[1]))
+        ]
         if not hits:
             raise RuntimeError(f"no wheel for {spec_text}")
         return max(hits, key=lambda w: Version(gs.wheel_name_version(w)[1]))
@@ -116,9 +127,20 @@ class FakeIndex:
 def test_resolve_walks_requirements_minus_held_excluded_and_marker_skipped(tmp_path):
     idx = tmp_path / "index"
     wheels = [
-        make_wheel(idx, "engine", "1.0", ["lib-a>=2", "held-ok", "held-old>=3", "big-optional",
-                                         'win-only; sys_platform == "win32"', 'devtool; extra == "dev"',
-                                         "lib-b"]),
+        make_wheel(
+            idx,
+            "engine",
+            "1.0",
+            [
+                "lib-a>=2",
+                "held-ok",
+                "held-old>=3",
+                "big-optional",
+                'win-only; sys_platform == "win32"',
+                'devtool; extra == "dev"',
+                "lib-b",
+            ],
+        ),
         make_wheel(idx, "lib-a", "2.5", ["lib-b<2"]),
         make_wheel(idx, "lib-b", "1.5"),
         make_wheel(idx, "lib-b", "2.0"),
@@ -139,8 +161,10 @@ def test_resolve_walks_requirements_minus_held_excluded_and_marker_skipped(tmp_p
 
 def test_an_extras_requirement_on_a_staged_name_is_no_conflict(tmp_path):
     idx = tmp_path / "index"
-    wheels = [make_wheel(idx, "engine", "1.0", ["timm==1.0.16", 'timm>=1.0.23; extra == "timm"']),
-              make_wheel(idx, "timm", "1.0.16")]
+    wheels = [
+        make_wheel(idx, "engine", "1.0", ["timm==1.0.16", 'timm>=1.0.23; extra == "timm"']),
+        make_wheel(idx, "timm", "1.0.16"),
+    ]
     c = gs.resolve(["engine"], ENV, {}, {}, {}, FakeIndex(wheels))
     assert set(c.staged) == {"engine", "timm"} and c.conflicts == []
 
@@ -148,7 +172,9 @@ def test_an_extras_requirement_on_a_staged_name_is_no_conflict(tmp_path):
 def test_pins_are_staged_even_when_no_package_asks_for_them_and_failures_are_reported(tmp_path):
     idx = tmp_path / "index"
     wheels = [make_wheel(idx, "engine", "1.0", ["missing-dep"]), make_wheel(idx, "tokenizers", "0.22.2")]
-    c = gs.resolve(["engine"], ENV, {"tokenizers": "0.23.2"}, {}, {"tokenizers": "tokenizers==0.22.2"}, FakeIndex(wheels))
+    c = gs.resolve(
+        ["engine"], ENV, {"tokenizers": "0.23.2"}, {}, {"tokenizers": "tokenizers==0.22.2"}, FakeIndex(wheels)
+    )
     assert gs.wheel_name_version(c.staged["tokenizers"])[1] == "0.22.2"
     assert "missing-dep" in c.failed
 
@@ -156,7 +182,13 @@ def test_pins_are_staged_even_when_no_package_asks_for_them_and_failures_are_rep
 def test_read_have_takes_both_formats_and_names_a_bad_line(tmp_path):
     f = tmp_path / "have.txt"
     f.write_text("# comment\ntorch==2.11.0+cu130\nNumPy\nabsl-py, accelerate, aiofiles.\n")
-    assert gs.read_have(f) == {"torch": "2.11.0+cu130", "numpy": None, "absl-py": None, "accelerate": None, "aiofiles": None}
+    assert gs.read_have(f) == {
+        "torch": "2.11.0+cu130",
+        "numpy": None,
+        "absl-py": None,
+        "accelerate": None,
+        "aiofiles": None,
+    }
     f.write_text("torch==2.11\nbad name!\n")
     with pytest.raises(SystemExit):
         gs.read_have(f)
@@ -197,8 +229,13 @@ def test_prune_drops_other_arches_and_big_ops_and_rewrites_record(tmp_path):
             assert rows[n][1:] == [f"sha256={digest}", str(len(data))]
     assert "sgl_kernel/sm90/common_ops.abi3.so" in names and "sgl_kernel/spatial_ops.abi3.so" in names
     assert "lib/mscclpp.so" in names
-    gone = {"sgl_kernel/sm100/common_ops.abi3.so", "sgl_kernel/sm120a/common_ops.abi3.so", "sgl_kernel/flash_ops.abi3.so",
-            "sgl_kernel/flashmla_ops.abi3.so", "lib/libmscclpp_static.a"}
+    gone = {
+        "sgl_kernel/sm100/common_ops.abi3.so",
+        "sgl_kernel/sm120a/common_ops.abi3.so",
+        "sgl_kernel/flash_ops.abi3.so",
+        "sgl_kernel/flashmla_ops.abi3.so",
+        "lib/libmscclpp_static.a",
+    }
     assert set(dropped) == gone and not (gone & names)
     assert set(rows) == names  # RECORD lists exactly what is in the wheel
 
@@ -206,8 +243,11 @@ def test_prune_drops_other_arches_and_big_ops_and_rewrites_record(tmp_path):
 def test_pruned_wheel_installs_with_pip_offline(tmp_path):
     out, _ = gs.prune_wheel(kernel_wheel(tmp_path), tmp_path / "pruned", gs.PRUNE["sglang-kernel"]["drop"], "sm90")
     site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target", str(site), str(out)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target", str(site), str(out)],
+        check=True,
+        capture_output=True,
+    )
     assert (site / "sgl_kernel/sm90/common_ops.abi3.so").is_file()
     assert not (site / "sgl_kernel/sm100").exists() and not (site / "sgl_kernel/flash_ops.abi3.so").exists()
 
@@ -228,7 +268,12 @@ def test_prune_subcommand_keeps_the_original_aside_and_is_idempotent(tmp_path):
 def test_pack_fills_chunks_under_the_limit_and_install_takes_them_in_one_pip(tmp_path, capsys):
     src = tmp_path / "wheels"
     for i in range(6):  # ~0.4 MiB each, incompressible, so 1 MiB chunks hold two each
-        make_wheel(src, f"pkg{i}", "1.0", files={f"pkg{i}/__init__.py": b"", f"pkg{i}/blob.bin": random.Random(i).randbytes(400_000)})
+        make_wheel(
+            src,
+            f"pkg{i}",
+            "1.0",
+            files={f"pkg{i}/__init__.py": b"", f"pkg{i}/blob.bin": random.Random(i).randbytes(400_000)},
+        )
     long_name = "pkg-with-a-name-as-long-as-" + "x" * 80  # a tar name over 100 characters (ustar's limit)
     make_wheel(src, long_name, "1.0")
     extra = make_wheel(tmp_path / "extra", "tool", "1.0")
@@ -273,8 +318,11 @@ def test_have_lists_what_a_site_dir_holds_in_the_format_closure_reads(tmp_path):
     site = tmp_path / "site"
     for name in ("Alpha_Pkg", "beta"):
         w = make_wheel(tmp_path / "w", name, "2.1.0")
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target", str(site), str(w)],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target", str(site), str(w)],
+            check=True,
+            capture_output=True,
+        )
     out = tmp_path / "have.txt"
     assert gs.main(["have", "--path", str(site), "--out", str(out)]) == 0
     assert [x for x in out.read_text().splitlines() if not x.startswith("#")] == ["alpha-pkg==2.1.0", "beta==2.1.0"]

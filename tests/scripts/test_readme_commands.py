@@ -58,7 +58,9 @@ def test_every_cpu_command_of_the_readme_runs(tmp_path):
         for command in cpu_walk()[1:]:
             if command.startswith("fleetgen up "):
                 command += f" --port-base {free_port_base(1, 25000)}"
-            proc = subprocess.run(command, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+            proc = subprocess.run(
+                command, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+            )
             assert proc.returncode == 0, f"`{command}` exited {proc.returncode}:\n{proc.stderr[-3000:]}"
     finally:
         if (state / "state.json").exists():

@@ -80,11 +80,13 @@ def test_the_pinned_uv_installs_from_where_pip_is_told_to(tmp_path):
         _wheel(wheels, version)
     (tmp_path / "constraints.txt").write_text("tinypkg<2\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    env |= {"PIP_FIND_LINKS": str(wheels), "PIP_NO_INDEX": "1",
-            "PIP_CONSTRAINT": str(tmp_path / "constraints.txt")}
+    env |= {"PIP_FIND_LINKS": str(wheels), "PIP_NO_INDEX": "1", "PIP_CONSTRAINT": str(tmp_path / "constraints.txt")}
     out = subprocess.run(
         [sys.executable, str(SCRIPT), sys.executable, str(uv), "--", "install", "--dry-run", "tinypkg"],
-        capture_output=True, text=True, env=env, timeout=120,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
     assert out.returncode == 0, out.stderr
     assert "tinypkg==1.0" in out.stdout + out.stderr

@@ -50,8 +50,10 @@ def _field(model: str, name: str) -> tuple[Any, str, tuple[Any, ...]]:
     try:
         return FIELDS[model][name]
     except KeyError:
-        raise KeyError(f"{model}.{name} is not in cli/_fields.py: run `python -m fleetgen.cli.field_table "
-                       "> src/fleetgen/cli/_fields.py`") from None
+        raise KeyError(
+            f"{model}.{name} is not in cli/_fields.py: run `python -m fleetgen.cli.field_table "
+            "> src/fleetgen/cli/_fields.py`"
+        ) from None
 
 
 def field_help(model: str, name: str) -> str:

@@ -52,10 +52,12 @@ def generated_options(
             value = None if kind == "list" else default(model, flat)  # an unset repeatable option: the field's []
         annotation = _TYPES[kind] if value is not None else _TYPES[kind] | None
         decls = flag.decls or ((f"--{flat.replace('_', '-')}",) if kind == "bool" and value is False else ())
-        option = typer.Option(value, *decls, help=field_help(model, flat), metavar=metavar, rich_help_panel=panel,
-                              **flag.extra)
-        out[flat] = inspect.Parameter(flag.param(flat), inspect.Parameter.KEYWORD_ONLY, default=option,
-                                      annotation=annotation)
+        option = typer.Option(
+            value, *decls, help=field_help(model, flat), metavar=metavar, rich_help_panel=panel, **flag.extra
+        )
+        out[flat] = inspect.Parameter(
+            flag.param(flat), inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation
+        )
     return out
 
 

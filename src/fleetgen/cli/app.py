@@ -33,16 +33,30 @@ class Entry(NamedTuple):
 
 
 COMMANDS = {
-    "up": Entry("up", "Start a data-parallel fleet and return once every replica is verified. Engine flags go after `--`."),
-    "status": Entry("fleet", "Show each replica (alive, healthy, latency, load, throughput, memory) and the jobs driving the fleet."),
+    "up": Entry(
+        "up", "Start a data-parallel fleet and return once every replica is verified. Engine flags go after `--`."
+    ),
+    "status": Entry(
+        "fleet", "Show each replica (alive, healthy, latency, load, throughput, memory) and the jobs driving the fleet."
+    ),
     "down": Entry("fleet", "Stop the fleet (SIGTERM, then SIGKILL after the grace period); safe to run twice."),
     "doctor": Entry("doctor", "Diagnose the GPU/CUDA/engine environment; exit 1 if any check fails."),
     "mix": Entry("mix", "Build a balanced, deduplicated prompt set from the recipe's datasets."),
-    "generate": Entry("generate", "Regenerate the assistant turns of every prompt across the fleet, exactly once per (prompt, sample)."),
-    "export": Entry("export", "Write drafter-training data from a generate run: SpecForge/ShareGPT/OpenAI JSONL or token ids + loss mask."),
-    "report": Entry("report", "Write a report of a generate run: mix, lengths, finish reasons, throughput, errors, with plots."),
+    "generate": Entry(
+        "generate",
+        "Regenerate the assistant turns of every prompt across the fleet, exactly once per (prompt, sample).",
+    ),
+    "export": Entry(
+        "export",
+        "Write drafter-training data from a generate run: SpecForge/ShareGPT/OpenAI JSONL or token ids + loss mask.",
+    ),
+    "report": Entry(
+        "report", "Write a report of a generate run: mix, lengths, finish reasons, throughput, errors, with plots."
+    ),
     "run": Entry("run", "Run doctor -> mix -> up -> generate -> down -> export -> report; resumable at every stage."),
-    "plan": Entry("plan", "Estimate the job's wall time and GPU-hours: rows x samples x tokens per sample / throughput."),
+    "plan": Entry(
+        "plan", "Estimate the job's wall time and GPU-hours: rows x samples x tokens per sample / throughput."
+    ),
     "model": Entry("model", "Prepare the embedded models."),
 }
 
@@ -94,7 +108,9 @@ app = typer.Typer(
 
 @app.callback()
 def _root(
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Warnings and errors only: no notes (a command's own output stays)."),
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", help="Warnings and errors only: no notes (a command's own output stays)."
+    ),
     verbose: int = typer.Option(0, "--verbose", "-v", count=True, show_default=False, help="Debug lines too."),
 ) -> None:  # a group's callback; its docstring is the root's help
     """Regenerate large synthetic datasets with a target model on a fleet of inference servers."""

@@ -22,27 +22,45 @@ _STYLE = {Status.OK: "green", Status.SKIP: "dim", Status.WARN: "yellow", Status.
 
 
 def doctor(
-    engine: Annotated[str | None, typer.Option(metavar=_c(D, "engine"), help=field_help(D, "engine"))] = _d(D, "engine"),
+    engine: Annotated[str | None, typer.Option(metavar=_c(D, "engine"), help=field_help(D, "engine"))] = _d(
+        D, "engine"
+    ),
     model: Annotated[str | None, typer.Option(help=field_help(D, "model"))] = _d(D, "model"),
     python: Annotated[str | None, typer.Option(help=field_help(D, "python"))] = _d(D, "python"),
     tp: Annotated[int, typer.Option(help=field_help(D, "tp"))] = _d(D, "tp"),
     mem_fraction: Annotated[float, typer.Option(help=field_help(D, "mem_fraction"))] = _d(D, "mem_fraction"),
-    max_running_requests: Annotated[
-        int | None, typer.Option(help=field_help(D, "max_running_requests"))
-    ] = _d(D, "max_running_requests"),
+    max_running_requests: Annotated[int | None, typer.Option(help=field_help(D, "max_running_requests"))] = _d(
+        D, "max_running_requests"
+    ),
     context_length: Annotated[int | None, typer.Option(help=field_help(D, "context_length"))] = _d(D, "context_length"),
-    engine_arg: Annotated[list[str] | None, typer.Option("--engine-arg", help=field_help(D, "engine_args") + " Repeatable.")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON (schema: docs/doctor.md).")] = False,
-    fix: Annotated[Path | None, typer.Option("--fix", help="Write an env script and a CUDA_HOME overlay to this directory.")] = None,
+    engine_arg: Annotated[
+        list[str] | None, typer.Option("--engine-arg", help=field_help(D, "engine_args") + " Repeatable.")
+    ] = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the report as JSON (schema: docs/doctor.md).")
+    ] = False,
+    fix: Annotated[
+        Path | None, typer.Option("--fix", help="Write an env script and a CUDA_HOME overlay to this directory.")
+    ] = None,
 ) -> None:
     """Diagnose the GPU/CUDA/engine environment; exit 1 if any check fails."""
     from fleetgen.config import validate
     from fleetgen.doctor import run_doctor, write_fix
 
-    config = validate(DoctorConfig, {
-        "engine": engine, "model": model, "python": python, "tp": tp, "mem_fraction": mem_fraction,
-        "max_running_requests": max_running_requests, "context_length": context_length, "engine_args": engine_arg or [],
-    }, source="fleetgen doctor")
+    config = validate(
+        DoctorConfig,
+        {
+            "engine": engine,
+            "model": model,
+            "python": python,
+            "tp": tp,
+            "mem_fraction": mem_fraction,
+            "max_running_requests": max_running_requests,
+            "context_length": context_length,
+            "engine_args": engine_arg or [],
+        },
+        source="fleetgen doctor",
+    )
     report = run_doctor(config)
     if json_out:
         typer.echo(report.model_dump_json(indent=2))
@@ -51,7 +69,9 @@ def doctor(
     if fix is not None:
         result = write_fix(report, fix)
         err = Console(stderr=True, highlight=False, soft_wrap=True)
-        err.print(f"wrote {result.env_script}" + (f" and the CUDA_HOME overlay {result.overlay}" if result.overlay else ""))
+        err.print(
+            f"wrote {result.env_script}" + (f" and the CUDA_HOME overlay {result.overlay}" if result.overlay else "")
+        )
         err.print(f"apply it with:  . {result.env_script}")
         for cmd in result.plan.commands:
             err.print(f"also run: {cmd}", markup=False, style="yellow")

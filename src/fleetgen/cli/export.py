@@ -67,17 +67,17 @@ def cmd_export(
     finish_reason: Annotated[
         list[str] | None, typer.Option("--finish-reason", help=_h(E, "finish_reasons") + " (repeatable)")
     ] = _d(E, "finish_reasons"),
-    min_supervised_tokens: Annotated[
-        int, typer.Option(help=_h(E, "min_supervised_tokens"))
-    ] = _d(E, "min_supervised_tokens"),
+    min_supervised_tokens: Annotated[int, typer.Option(help=_h(E, "min_supervised_tokens"))] = _d(
+        E, "min_supervised_tokens"
+    ),
     drop_think_markers: Annotated[
         bool, typer.Option("--drop-think-markers/--keep-think-markers", help=_h(E, "drop_think_markers"))
     ] = _d(E, "drop_think_markers"),
     max_length: Annotated[int | None, typer.Option(help=_h(E, "max_length"))] = _d(E, "max_length"),
     overwrite: Annotated[bool, typer.Option("--overwrite", help=_h(E, "overwrite"))] = _d(E, "overwrite"),
-    require_token_ids: Annotated[
-        bool, typer.Option("--require-token-ids", help=_h(E, "require_token_ids"))
-    ] = _d(E, "require_token_ids"),
+    require_token_ids: Annotated[bool, typer.Option("--require-token-ids", help=_h(E, "require_token_ids"))] = _d(
+        E, "require_token_ids"
+    ),
 ) -> None:
     """Write drafter-training data from a generate run: SpecForge/ShareGPT/OpenAI JSONL or token ids + loss mask."""
     from fleetgen.config import validate
@@ -86,10 +86,18 @@ def cmd_export(
     if old_reasoning is not None:
         reasoning = _renamed_reasoning(ctx, reasoning, old_reasoning)
     data = {
-        "results_dir": results_dir, "output": output, "format": format, "tokenizer": tokenizer,
-        "eval_fraction": _parse_split(split), "split_salt": split_salt, "reasoning": reasoning,
-        "min_supervised_tokens": min_supervised_tokens, "drop_think_markers": drop_think_markers,
-        "max_length": max_length, "overwrite": overwrite, "require_token_ids": require_token_ids,
+        "results_dir": results_dir,
+        "output": output,
+        "format": format,
+        "tokenizer": tokenizer,
+        "eval_fraction": _parse_split(split),
+        "split_salt": split_salt,
+        "reasoning": reasoning,
+        "min_supervised_tokens": min_supervised_tokens,
+        "drop_think_markers": drop_think_markers,
+        "max_length": max_length,
+        "overwrite": overwrite,
+        "require_token_ids": require_token_ids,
     }
     if finish_reason:
         data["finish_reasons"] = finish_reason
@@ -100,7 +108,10 @@ def cmd_export(
     t.add_column("outcome")
     t.add_column("rows", justify="right")
     if s.split_conversations:
-        t.add_row(f"split per turn (template rewrites earlier turns): {s.split_conversations} conversations", f"+{s.extra_rows}")
+        t.add_row(
+            f"split per turn (template rewrites earlier turns): {s.split_conversations} conversations",
+            f"+{s.extra_rows}",
+        )
     for split_name, path in s.outputs.items():
         t.add_row(f"written {split_name} -> {path}", str(s.written.get(split_name, 0)))
     for reason, n in s.filtered.most_common():
@@ -109,14 +120,20 @@ def cmd_export(
         t.add_row(f"[red]failed: {reason}[/]", str(n))
     console.print(t)
     if s.format in ("tokens", "speculators"):
-        console.print(f"{s.supervised_tokens} supervised of {s.total_tokens} tokens; round-trip failures: {sum(s.failed.values())}")
-        console.print(f"{s.from_ids} records from the sampled token ids; {sum(s.retokenized.values())} re-tokenized from text (fallback)")
+        console.print(
+            f"{s.supervised_tokens} supervised of {s.total_tokens} tokens; round-trip failures: {sum(s.failed.values())}"
+        )
+        console.print(
+            f"{s.from_ids} records from the sampled token ids; {sum(s.retokenized.values())} re-tokenized from text (fallback)"
+        )
         for reason, n in s.retokenized.most_common():
             console.print(f"  re-tokenized: {reason}: {n}")
     for ex in s.failed_examples:
         console.print(f"[dim]  e.g. {ex}[/]")
     if s.corrupt_lines or s.duplicates:
-        console.print(f"[yellow]skipped {s.corrupt_lines} corrupt lines and {s.duplicates} repeated (id, sample) pairs[/]")
+        console.print(
+            f"[yellow]skipped {s.corrupt_lines} corrupt lines and {s.duplicates} repeated (id, sample) pairs[/]"
+        )
 
 
 def register(app: typer.Typer) -> None:

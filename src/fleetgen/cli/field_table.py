@@ -59,7 +59,9 @@ _KINDS = {bool: "bool", int: "int", float: "float", str: "str", SecretStr: "str"
 
 def option_kind(annotation: Any) -> tuple[str, str | None]:
     """(kind, metavar) of the flag a field of this type gets; kind '' where it gets none (a list of models)."""
-    args = [a for a in get_args(annotation) if a is not NoneType] if get_origin(annotation) in (Union, UnionType) else []
+    args = (
+        [a for a in get_args(annotation) if a is not NoneType] if get_origin(annotation) in (Union, UnionType) else []
+    )
     if args and len(args) == 1:
         annotation = args[0]
     words = literal_values(annotation)

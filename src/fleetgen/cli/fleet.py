@@ -17,7 +17,6 @@ from fleetgen.cli._config import default as _d
 from fleetgen.cli._config import field_help as _h
 
 if TYPE_CHECKING:
-
     from fleetgen.fleet.jobs import JobProgress
 
 
@@ -54,23 +53,51 @@ def cmd_status(
     fleet, statuses = asyncio.run(fleet_status(state, api_key=api_key))
     jobs = read_jobs(state)
     if as_json:
-        print(json.dumps({
-            "engine": fleet.engine, "model": fleet.served_model_name, "replicas": [s.to_dict() for s in statuses],
-            "jobs": [{**j.model_dump(), "running": running} for j, running in jobs],
-        }, indent=2))
+        print(
+            json.dumps(
+                {
+                    "engine": fleet.engine,
+                    "model": fleet.served_model_name,
+                    "replicas": [s.to_dict() for s in statuses],
+                    "jobs": [{**j.model_dump(), "running": running} for j, running in jobs],
+                },
+                indent=2,
+            )
+        )
         return
     t = Table(title=f"fleet {fleet.served_model_name} ({fleet.engine})")
-    for col in ("replica", "node", "endpoint", "pid", "alive", "healthy", "latency ms", "running", "waiting", "job limit",
-                "tok/s", "mem MiB", "GPU MiB"):
+    for col in (
+        "replica",
+        "node",
+        "endpoint",
+        "pid",
+        "alive",
+        "healthy",
+        "latency ms",
+        "running",
+        "waiting",
+        "job limit",
+        "tok/s",
+        "mem MiB",
+        "GPU MiB",
+    ):
         t.add_column(col)
     limits = job_limits(jobs)
     for s in statuses:
         t.add_row(
-            str(s.index), s.node or "local", s.endpoint, str(s.pid),
+            str(s.index),
+            s.node or "local",
+            s.endpoint,
+            str(s.pid),
             "[green]yes[/]" if s.alive else "[red]no[/]",
             "[green]yes[/]" if s.healthy else "[red]no[/]",
-            _fmt(s.probe_latency_ms), _fmt(s.running), _fmt(s.waiting), _fmt(limits.get(s.endpoint)),
-            _fmt(s.tokens_per_s), _fmt(s.memory_mib), _fmt(s.gpu_memory_mib),
+            _fmt(s.probe_latency_ms),
+            _fmt(s.running),
+            _fmt(s.waiting),
+            _fmt(limits.get(s.endpoint)),
+            _fmt(s.tokens_per_s),
+            _fmt(s.memory_mib),
+            _fmt(s.gpu_memory_mib),
         )
     print_whole(Console(), t)
     for job, running in jobs:
@@ -92,8 +119,10 @@ def job_limits(jobs: list[tuple[JobProgress, bool]]) -> dict[str, int]:
 def job_line(j: JobProgress, running: bool) -> str:
     """One line per job: what it reported last (it rewrites its file every few seconds)."""
     share = f" ({100 * j.done / j.total:.0f}%)" if j.total else ""
-    line = (f"job pid {j.pid} -> {j.output_dir}: {j.done}/{j.total} done{share}, {j.samples_per_s:.2f} samples/s, "
-            f"{j.output_tokens_per_s:.0f} tok/s, ETA {_duration(j.eta_s)}, {j.errors} errors")
+    line = (
+        f"job pid {j.pid} -> {j.output_dir}: {j.done}/{j.total} done{share}, {j.samples_per_s:.2f} samples/s, "
+        f"{j.output_tokens_per_s:.0f} tok/s, ETA {_duration(j.eta_s)}, {j.errors} errors"
+    )
     if j.limits:
         line += f", in flight at most {'/'.join(str(v) for v in j.limits.values())} per replica ({j.concurrency})"
     if j.stalled:

@@ -67,17 +67,38 @@ def run_generate(cfg: GenerateConfig) -> None:
         raise typer.Exit(130)
 
 
-with_parameters(cmd_generate, [
-    inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context),
-    inspect.Parameter("prompts", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Path,
-                      default=typer.Argument(..., help=field_help(G, "prompts"))),
-    *OPTIONS.values(),
-    inspect.Parameter("profiles", inspect.Parameter.KEYWORD_ONLY, annotation=Path | None, default=typer.Option(
-        None, "--profiles", help="YAML or JSON file holding the profiles list. " + field_help(G, "profiles"),
-        rich_help_panel="Sampling")),
-    inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, annotation=Path | None, default=typer.Option(
-        None, help="YAML file with a generate config (any field, flat or in sections); flags given override it.")),
-])
+with_parameters(
+    cmd_generate,
+    [
+        inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context),
+        inspect.Parameter(
+            "prompts",
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            annotation=Path,
+            default=typer.Argument(..., help=field_help(G, "prompts")),
+        ),
+        *OPTIONS.values(),
+        inspect.Parameter(
+            "profiles",
+            inspect.Parameter.KEYWORD_ONLY,
+            annotation=Path | None,
+            default=typer.Option(
+                None,
+                "--profiles",
+                help="YAML or JSON file holding the profiles list. " + field_help(G, "profiles"),
+                rich_help_panel="Sampling",
+            ),
+        ),
+        inspect.Parameter(
+            "config",
+            inspect.Parameter.KEYWORD_ONLY,
+            annotation=Path | None,
+            default=typer.Option(
+                None, help="YAML file with a generate config (any field, flat or in sections); flags given override it."
+            ),
+        ),
+    ],
+)
 
 
 def read_profiles(path: Path) -> list:
@@ -87,7 +108,9 @@ def read_profiles(path: Path) -> list:
     except OSError as e:
         raise ConfigError(f"--profiles {path}: cannot read it: {e.strerror}", hint="check the path") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"--profiles {path}: not valid YAML or JSON: {e}", hint="fix the syntax at the place named") from None
+        raise ConfigError(
+            f"--profiles {path}: not valid YAML or JSON: {e}", hint="fix the syntax at the place named"
+        ) from None
     if isinstance(data, dict) and "profiles" in data:
         data = data["profiles"]
     if not isinstance(data, list):
@@ -113,15 +136,21 @@ def _run_with_progress(cfg: GenerateConfig) -> Stats:
     if not sys.stderr.isatty():
         return generate(cfg)
     columns = (
-        TextColumn("[bold]generate"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
-        TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[load]}"),
+        TextColumn("[bold]generate"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[load]}"),
     )
     with Progress(*columns, console=console, refresh_per_second=2) as progress:
         task = progress.add_task("generate", total=None, rate="", load="")
 
         def on_progress(s: Stats) -> None:
             load = " ".join(
-                f"r{r.index}:{r.outstanding}/{r.window}" + ("" if r.in_rotation else "[yellow]…[/]" if r.warming else "[red]✗[/]")
+                f"r{r.index}:{r.outstanding}/{r.window}"
+                + ("" if r.in_rotation else "[yellow]…[/]" if r.warming else "[red]✗[/]")
                 for r in s.replicas
             )
             progress.update(
@@ -133,17 +162,47 @@ def _run_with_progress(cfg: GenerateConfig) -> Stats:
 
 def print_summary(s: Stats, outdir: Path) -> None:
     t = Table(title=f"generate: {outdir}")
-    for col in ("", "ok", "errors / 4xx", "truncated", "out tokens", "tok/s", "requests", "failures", "stalled", "hedges", "moved"):
+    for col in (
+        "",
+        "ok",
+        "errors / 4xx",
+        "truncated",
+        "out tokens",
+        "tok/s",
+        "requests",
+        "failures",
+        "stalled",
+        "hedges",
+        "moved",
+    ):
         t.add_column(col, justify="right")
     for r in s.replicas:
         rate = r.completion_tokens / s.elapsed_s if s.elapsed_s else 0
         t.add_row(
-            f"replica {r.index}", str(r.ok), str(r.rejected), "", str(r.completion_tokens), f"{rate:.1f}",
-            str(r.requests), str(r.failures), str(r.stalled), str(r.hedges), str(r.moved),
+            f"replica {r.index}",
+            str(r.ok),
+            str(r.rejected),
+            "",
+            str(r.completion_tokens),
+            f"{rate:.1f}",
+            str(r.requests),
+            str(r.failures),
+            str(r.stalled),
+            str(r.hedges),
+            str(r.moved),
         )
     t.add_row(
-        "[bold]total", str(s.ok), str(s.errors), str(s.truncated), str(s.completion_tokens),
-        f"{s.output_tokens_per_s:.1f}", "", "", "", "", "",
+        "[bold]total",
+        str(s.ok),
+        str(s.errors),
+        str(s.truncated),
+        str(s.completion_tokens),
+        f"{s.output_tokens_per_s:.1f}",
+        "",
+        "",
+        "",
+        "",
+        "",
     )
     print_whole(console, t)
     for r in s.replicas:
@@ -161,17 +220,33 @@ def print_summary(s: Stats, outdir: Path) -> None:
 def _print_shards(run: ShardedRun, outdir: Path) -> None:
     from fleetgen.generate import ShardDone
 
-    t = Table(title=f"generate: {outdir} ({len(run.outcomes)} shards as {'Ray tasks' if run.runner == 'ray' else 'processes'})")
+    t = Table(
+        title=f"generate: {outdir} ({len(run.outcomes)} shards as {'Ray tasks' if run.runner == 'ray' else 'processes'})"
+    )
     for col in ("shard", "ran on", "ok", "errors", "resumed", "out tokens", "wall s"):
         t.add_column(col, justify="right")
     for o in run.outcomes:
         if isinstance(o, ShardDone):
             rows = o.stats["rows"]
-            t.add_row(str(o.index), o.where, str(rows["ok"]), str(rows["errors"]), str(rows["resumed"]),
-                      str(o.stats["tokens"]["completion"]), f"{o.stats['wall_s']:.1f}")
+            t.add_row(
+                str(o.index),
+                o.where,
+                str(rows["ok"]),
+                str(rows["errors"]),
+                str(rows["resumed"]),
+                str(o.stats["tokens"]["completion"]),
+                f"{o.stats['wall_s']:.1f}",
+            )
     s = run.stats
-    t.add_row("[bold]total", "", str(s["rows"].get("ok", 0)), str(s["rows"].get("errors", 0)),
-              str(s["rows"].get("resumed", 0)), str(s["tokens"].get("completion", 0)), f"{s['wall_s']:.1f}")
+    t.add_row(
+        "[bold]total",
+        "",
+        str(s["rows"].get("ok", 0)),
+        str(s["rows"].get("errors", 0)),
+        str(s["rows"].get("resumed", 0)),
+        str(s["tokens"].get("completion", 0)),
+        f"{s['wall_s']:.1f}",
+    )
     print_whole(console, t)
     console.print(f"one output: export and report read every shard's files in {outdir}")
 

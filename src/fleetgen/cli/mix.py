@@ -21,16 +21,26 @@ BINDINGS = {"mix": Binding("MixRecipe", overrides=frozenset({"seed", "total"}))}
 def cmd_mix(
     recipe: Annotated[Path | None, typer.Argument(help="Recipe YAML: sources, quotas, filters.")] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Output file: *.jsonl or *.parquet.")] = None,
-    report: Annotated[Path | None, typer.Option("--report", help="Write report.md, summary.json and PNG charts here.")] = None,
+    report: Annotated[
+        Path | None, typer.Option("--report", help="Write report.md, summary.json and PNG charts here.")
+    ] = None,
     seed: Annotated[int | None, typer.Option(help=_h("MixRecipe", "seed"))] = None,
     total: Annotated[int | None, typer.Option(help=_h("MixRecipe", "total"))] = None,
-    exclude_unknown_license: Annotated[bool, typer.Option(
-        "--exclude-unknown-license", help="Drop prompts whose license is unknown (sets filters.exclude_unknown_license).",
-    )] = False,
-    require_license: Annotated[list[str] | None, typer.Option(
-        "--require-license", metavar="LICENSE",
-        help="Keep only prompts under this license (repeatable; replaces filters.require_license), e.g. apache-2.0.",
-    )] = None,
+    exclude_unknown_license: Annotated[
+        bool,
+        typer.Option(
+            "--exclude-unknown-license",
+            help="Drop prompts whose license is unknown (sets filters.exclude_unknown_license).",
+        ),
+    ] = False,
+    require_license: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--require-license",
+            metavar="LICENSE",
+            help="Keep only prompts under this license (repeatable; replaces filters.require_license), e.g. apache-2.0.",
+        ),
+    ] = None,
     list_adapters: Annotated[bool, typer.Option("--list-adapters", help="List the dataset adapters and exit.")] = False,
 ) -> None:
     """Build a balanced, deduplicated prompt set from the recipe's datasets."""
@@ -62,8 +72,14 @@ def cmd_mix(
     for col in ("domain", "quota", "target", "available", "written", "note"):
         t.add_column(col)
     for a in summary.domains:
-        t.add_row(a.domain, f"{a.share:.2f}", f"{a.target:g}", f"{a.available:g}",
-                  str(summary.domains_selected.get(a.domain, 0)), a.note)
+        t.add_row(
+            a.domain,
+            f"{a.share:.2f}",
+            f"{a.target:g}",
+            f"{a.available:g}",
+            str(summary.domains_selected.get(a.domain, 0)),
+            a.note,
+        )
     console.print(t)
     skipped = summary.rows_skipped
     if skipped:

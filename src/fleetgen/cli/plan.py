@@ -16,12 +16,18 @@ def cmd_plan(
         float | None, typer.Option("--throughput", help="Measured output tokens/s of the warm-up fleet.")
     ] = None,
     from_stats: Annotated[
-        Path | None, typer.Option("--from-stats", help="stats.json of a short warm-up run: throughput and tokens per sample.")
+        Path | None,
+        typer.Option("--from-stats", help="stats.json of a short warm-up run: throughput and tokens per sample."),
     ] = None,
     tokens_per_sample: Annotated[
-        float | None, typer.Option("--tokens-per-sample", help="Mean output tokens per (prompt, sample); default: measured, else max_tokens.")
+        float | None,
+        typer.Option(
+            "--tokens-per-sample", help="Mean output tokens per (prompt, sample); default: measured, else max_tokens."
+        ),
     ] = None,
-    gpus: Annotated[int | None, typer.Option("--gpus", help="GPUs of the job's fleet; default: from the fleet section.")] = None,
+    gpus: Annotated[
+        int | None, typer.Option("--gpus", help="GPUs of the job's fleet; default: from the fleet section.")
+    ] = None,
     warmup_gpus: Annotated[
         int | None, typer.Option("--warmup-gpus", help="GPUs the throughput was measured on; default: the job's.")
     ] = None,
@@ -34,7 +40,9 @@ def cmd_plan(
     warm = read_warmup(from_stats) if from_stats else None
     rate = throughput if throughput is not None else (warm.tokens_per_s if warm else None)
     if rate is None:
-        raise ConfigError("no throughput to plan from", hint="pass --throughput TOKENS_PER_S or --from-stats WARMUP/stats.json")
+        raise ConfigError(
+            "no throughput to plan from", hint="pass --throughput TOKENS_PER_S or --from-stats WARMUP/stats.json"
+        )
     per_sample = tokens_per_sample if tokens_per_sample is not None else (warm.tokens_per_sample if warm else None)
     plan = plan_job(job, tokens_per_s=rate, tokens_per_sample=per_sample, gpus=gpus, warmup_gpus=warmup_gpus)
     typer.echo(format_plan(plan))

@@ -13,12 +13,19 @@ def cmd_report(
     html: Annotated[bool, typer.Option("--html", help="Also write report.html next to report.md.")] = False,
     dest: Annotated[Path | None, typer.Option("--dest", help="Where the report goes; default OUTDIR/report.")] = None,
     mix_report: Annotated[
-        Path | None, typer.Option("--mix-report", help="The --report directory (or summary.json) of `fleetgen mix`, for target shares.")
+        Path | None,
+        typer.Option(
+            "--mix-report", help="The --report directory (or summary.json) of `fleetgen mix`, for target shares."
+        ),
     ] = None,
     tokenizer: Annotated[
-        str | None, typer.Option(help=(
-            "Model directory (or embedded name, or a hub id already in the local cache) whose tokenizer splits reasoning "
-            "from answer tokens and re-encodes text; default: the fleet's model the runs recorded. No hub is asked."))
+        str | None,
+        typer.Option(
+            help=(
+                "Model directory (or embedded name, or a hub id already in the local cache) whose tokenizer splits reasoning "
+                "from answer tokens and re-encodes text; default: the fleet's model the runs recorded. No hub is asked."
+            )
+        ),
     ] = None,
 ) -> None:
     """Write a report of a generate run: mix, lengths, finish reasons, throughput, errors, with plots."""

@@ -29,7 +29,9 @@ _STYLE = {"start": "bold", "done": "green", "skip": "dim", "invalidated": "yello
 
 def cmd_run(
     job_file: Annotated[Path, typer.Argument(help="Job YAML: doctor, fleet, mix, generate, export, report sections.")],
-    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in the job's workdir; finished stages are skipped.")] = False,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue the run in the job's workdir; finished stages are skipped.")
+    ] = False,
     keep_fleet: Annotated[bool, typer.Option("--keep-fleet", help="Leave the fleet running after generate.")] = False,
     metrics_port: Annotated[int | None, typer.Option(help=_h("GenerateConfig", "metrics_port"))] = None,
     metrics_host: Annotated[str | None, typer.Option(help=_h("GenerateConfig", "metrics_host"))] = None,
@@ -43,7 +45,11 @@ def cmd_run(
 
     job = load_job(job_file)
     # The flags override generate.metrics_* of the job file (validated again there).
-    watch = {"metrics_port": metrics_port, "metrics_host": metrics_host, "metrics_allow_remote": metrics_allow_remote or None}
+    watch = {
+        "metrics_port": metrics_port,
+        "metrics_host": metrics_host,
+        "metrics_allow_remote": metrics_allow_remote or None,
+    }
     watch = {k: v for k, v in watch.items() if v is not None}
     if watch:
         observe = {**job.generate.observe.model_dump(), **watch}
@@ -63,7 +69,8 @@ def cmd_run(
         if now - last[0] >= 10 or stats.done >= stats.total:
             last[0] = now
             console.print(
-                escape(f"[generate] {stats.done}/{stats.total} done, {stats.output_tokens_per_s:.0f} tok/s"), highlight=False
+                escape(f"[generate] {stats.done}/{stats.total} done, {stats.output_tokens_per_s:.0f} tok/s"),
+                highlight=False,
             )
 
     summary = run_job(job, resume=resume, keep_fleet=keep_fleet, on_event=on_event, on_progress=on_progress)

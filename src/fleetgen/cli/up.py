@@ -30,9 +30,9 @@ def cmd_up(
     replicas_per_gpu: Annotated[int, typer.Option(help=_h(F, "replicas_per_gpu"))] = _d(F, "replicas_per_gpu"),
     host: Annotated[str, typer.Option(help=_h(F, "host"))] = _d(F, "host"),
     port_base: Annotated[int, typer.Option(help=_h(F, "port_base"))] = _d(F, "port_base"),
-    max_running_requests: Annotated[
-        int | None, typer.Option(help=_h(F, "max_running_requests"))
-    ] = _d(F, "max_running_requests"),
+    max_running_requests: Annotated[int | None, typer.Option(help=_h(F, "max_running_requests"))] = _d(
+        F, "max_running_requests"
+    ),
     context_length: Annotated[int | None, typer.Option(help=_h(F, "context_length"))] = _d(F, "context_length"),
     enforce_eager: Annotated[bool, typer.Option(help=_h(F, "enforce_eager"))] = _d(F, "enforce_eager"),
     tool_call_parser: Annotated[str | None, typer.Option(help=_h(F, "tool_call_parser"))] = _d(F, "tool_call_parser"),
@@ -55,11 +55,25 @@ def cmd_up(
 
     console = Console(stderr=True, soft_wrap=True)
     flags = {
-        "engine": engine, "model": model, "replicas": replicas, "gpus": gpus, "tp": tp, "replicas_per_gpu": replicas_per_gpu,
+        "engine": engine,
+        "model": model,
+        "replicas": replicas,
+        "gpus": gpus,
+        "tp": tp,
+        "replicas_per_gpu": replicas_per_gpu,
         "host": host,
-        "port_base": port_base, "max_running_requests": max_running_requests, "context_length": context_length,
-        "enforce_eager": enforce_eager, "tool_call_parser": tool_call_parser, "python": python, "doctor": doctor, "fix_dir": fix_dir,
-        "startup_timeout": startup_timeout, "state": state, "api_key": api_key, "ray": ray,
+        "port_base": port_base,
+        "max_running_requests": max_running_requests,
+        "context_length": context_length,
+        "enforce_eager": enforce_eager,
+        "tool_call_parser": tool_call_parser,
+        "python": python,
+        "doctor": doctor,
+        "fix_dir": fix_dir,
+        "startup_timeout": startup_timeout,
+        "state": state,
+        "api_key": api_key,
+        "ray": ray,
     }
     base = merge_flags(ctx, flags, config, _FIELD_OF)
     if ctx.args:
@@ -69,7 +83,9 @@ def cmd_up(
     for r in fleet.replicas:
         where = f"  node {r.node}  actor {r.actor}" if r.actor else ""
         console.print(f"replica {r.index}: {r.endpoint}  pid {r.pid}{where}  log {r.log_path}")
-    console.print(f"[green]fleet ready[/]: {len(fleet.replicas)} replica(s) of {fleet.served_model_name}; state in {cfg.state_dir}")
+    console.print(
+        f"[green]fleet ready[/]: {len(fleet.replicas)} replica(s) of {fleet.served_model_name}; state in {cfg.state_dir}"
+    )
     from fleetgen.generate.turns.paths import fleet_paths
 
     key = cfg.api_key.get_secret_value() if cfg.api_key else None

@@ -11,7 +11,8 @@ from fleetgen.config import StrictModel
 
 class DoctorConfig(StrictModel):
     engine: Literal["sglang", "vllm"] | None = Field(
-        None, description="Engine whose kernels and attention backend to check; none checks GPUs, torch and the toolchain."
+        None,
+        description="Engine whose kernels and attention backend to check; none checks GPUs, torch and the toolchain.",
     )
     model: str | None = Field(
         None, description="Checkpoint directory (or 'smollm2') for the memory plan and hybrid-model flags."
@@ -30,5 +31,6 @@ class DoctorConfig(StrictModel):
         None, ge=16, description="Context length per request; default: the model's max_position_embeddings."
     )
     engine_args: list[str] = Field(
-        default_factory=list, description="Engine flags you intend to pass (checked, e.g. --attention-backend fa3 on sm_120)."
+        default_factory=list,
+        description="Engine flags you intend to pass (checked, e.g. --attention-backend fa3 on sm_120).",
     )

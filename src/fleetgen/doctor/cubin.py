@@ -24,8 +24,10 @@ for d in ("flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache", "sgla
 sys.stdout.write({JSON_MARKER!r} + json.dumps(out) + "\\n")
 """
 
-COST = ("flashinfer then JIT-compiles its sampling and attention kernels on their first use: minutes per kernel "
-        "family with nvcc, every request waiting behind it")
+COST = (
+    "flashinfer then JIT-compiles its sampling and attention kernels on their first use: minutes per kernel "
+    "family with nvcc, every request waiting behind it"
+)
 
 
 def probe_flashinfer(host: Host) -> dict[str, str]:
@@ -43,21 +45,42 @@ def check_cubin(versions: dict[str, str]) -> Check:
     fi = versions.get("flashinfer-python")
     evidence: dict[str, object] = dict(versions)
     if fi is None:
-        return Check(id="kernels.flashinfer_cubin", status=Status.SKIP, cause="no_flashinfer", evidence=evidence,
-                     summary="flashinfer is not installed: nothing to check")
-    install = Fix(summary=f"install flashinfer-cubin {fi} (the prebuilt kernels of flashinfer {fi})",
-                  commands=[f"pip install 'flashinfer-cubin=={fi}'"])
+        return Check(
+            id="kernels.flashinfer_cubin",
+            status=Status.SKIP,
+            cause="no_flashinfer",
+            evidence=evidence,
+            summary="flashinfer is not installed: nothing to check",
+        )
+    install = Fix(
+        summary=f"install flashinfer-cubin {fi} (the prebuilt kernels of flashinfer {fi})",
+        commands=[f"pip install 'flashinfer-cubin=={fi}'"],
+    )
     cubin = versions.get("flashinfer-cubin")
     if cubin is None:
-        return Check(id="kernels.flashinfer_cubin", status=Status.WARN, cause="flashinfer_cubin_missing",
-                     evidence=evidence, fix=install,
-                     summary=f"flashinfer {fi} is installed without flashinfer-cubin: {COST}; "
-                             f"install flashinfer-cubin=={fi} (`fleetgen generate` warms the job's sampling paths "
-                             "before work is sent, so the wait moves into its warm-up)")
+        return Check(
+            id="kernels.flashinfer_cubin",
+            status=Status.WARN,
+            cause="flashinfer_cubin_missing",
+            evidence=evidence,
+            fix=install,
+            summary=f"flashinfer {fi} is installed without flashinfer-cubin: {COST}; "
+            f"install flashinfer-cubin=={fi} (`fleetgen generate` warms the job's sampling paths "
+            "before work is sent, so the wait moves into its warm-up)",
+        )
     if cubin != fi:
-        return Check(id="kernels.flashinfer_cubin", status=Status.WARN, cause="flashinfer_cubin_mismatch",
-                     evidence=evidence, fix=install,
-                     summary=f"flashinfer-cubin {cubin} does not match flashinfer {fi}: its kernels are not used, so "
-                             f"{COST}; install flashinfer-cubin=={fi}")
-    return Check(id="kernels.flashinfer_cubin", status=Status.OK, evidence=evidence,
-                 summary=f"flashinfer-cubin {cubin} matches flashinfer {fi}: prebuilt kernels, no first-use JIT")
+        return Check(
+            id="kernels.flashinfer_cubin",
+            status=Status.WARN,
+            cause="flashinfer_cubin_mismatch",
+            evidence=evidence,
+            fix=install,
+            summary=f"flashinfer-cubin {cubin} does not match flashinfer {fi}: its kernels are not used, so "
+            f"{COST}; install flashinfer-cubin=={fi}",
+        )
+    return Check(
+        id="kernels.flashinfer_cubin",
+        status=Status.OK,
+        evidence=evidence,
+        summary=f"flashinfer-cubin {cubin} matches flashinfer {fi}: prebuilt kernels, no first-use JIT",
+    )

@@ -69,9 +69,15 @@ def probe_import(host: Host, engine: str) -> ImportProbe:
     got = host.python_json(_PROBE, module, dist)
     if "probe_error" in got:
         return ImportProbe(module=module, dist=dist, probe_error=got["probe_error"])
-    return ImportProbe(module=module, dist=dist, ok=bool(got.get("ok")), error=got.get("error"),
-                       files=tuple(got.get("files", ())), differs=tuple(got.get("differs", ())),
-                       missing=tuple(got.get("missing", ())))
+    return ImportProbe(
+        module=module,
+        dist=dist,
+        ok=bool(got.get("ok")),
+        error=got.get("error"),
+        files=tuple(got.get("files", ())),
+        differs=tuple(got.get("differs", ())),
+        missing=tuple(got.get("missing", ())),
+    )
 
 
 def _blamed(probe: ImportProbe) -> list[dict]:
@@ -88,32 +94,61 @@ def _blamed(probe: ImportProbe) -> list[dict]:
 def check_engine_import(probe: ImportProbe, engine: str, host: Host) -> Check:
     cid = f"engine.import.{engine}"
     differs = [f"{d['requirement']} (installed {d['installed']})" for d in probe.differs]
-    ev: dict[str, object] = {"module": probe.module, "python": host.python, "requirements_differ": differs,
-                             "requirements_missing": list(probe.missing), "error": probe.error,
-                             "traceback_files": list(probe.files)}
+    ev: dict[str, object] = {
+        "module": probe.module,
+        "python": host.python,
+        "requirements_differ": differs,
+        "requirements_missing": list(probe.missing),
+        "error": probe.error,
+        "traceback_files": list(probe.files),
+    }
     if probe.probe_error:
-        return Check(id=cid, status=Status.WARN, cause="probe_failed", evidence=ev,
-                     summary=f"could not import {probe.module} to check it: {probe.probe_error}")
+        return Check(
+            id=cid,
+            status=Status.WARN,
+            cause="probe_failed",
+            evidence=ev,
+            summary=f"could not import {probe.module} to check it: {probe.probe_error}",
+        )
     if probe.ok:
-        tail = f"; differs from {probe.dist}'s requirements without breaking the import: {', '.join(differs)}" if differs else ""
+        tail = (
+            f"; differs from {probe.dist}'s requirements without breaking the import: {', '.join(differs)}"
+            if differs
+            else ""
+        )
         return Check(id=cid, status=Status.OK, evidence=ev, summary=f"{probe.module} imports{tail}")
     first = (probe.error or "no message").splitlines()[0]
     if re.match(r"ModuleNotFoundError: No module named '([\w.]+)'", first):
         name = re.match(r"ModuleNotFoundError: No module named '([\w.]+)'", first).group(1)
         if probe.module == name or probe.module.startswith(name + "."):
-            return Check(id=cid, status=Status.SKIP, cause="engine_not_installed", evidence=ev,
-                         summary=f"{probe.module} is not installed (kernels.{engine} says what to install)")
+            return Check(
+                id=cid,
+                status=Status.SKIP,
+                cause="engine_not_installed",
+                evidence=ev,
+                summary=f"{probe.module} is not installed (kernels.{engine} says what to install)",
+            )
     blamed = _blamed(probe)
     if blamed:
         pins = [d["requirement"].split(";")[0].strip() for d in blamed]
         return Check(
-            id=cid, status=Status.FAIL, cause="requirement_mismatch", evidence=ev | {"blamed": pins},
+            id=cid,
+            status=Status.FAIL,
+            cause="requirement_mismatch",
+            evidence=ev | {"blamed": pins},
             summary=f"{probe.module} does not import: {first}; {probe.dist} requires "
             + ", ".join(f"{d['requirement']} but {d['installed']} is installed" for d in blamed),
-            fix=Fix(summary=f"install the versions {probe.dist} was released with",
-                    commands=[f"{host.python} -m pip install " + " ".join(f"'{p}'" for p in pins)]),
+            fix=Fix(
+                summary=f"install the versions {probe.dist} was released with",
+                commands=[f"{host.python} -m pip install " + " ".join(f"'{p}'" for p in pins)],
+            ),
         )
-    return Check(id=cid, status=Status.FAIL, cause="import_error", evidence=ev,
-                 summary=f"{probe.module} does not import: {first}"
-                 + (f" (requirements that differ: {', '.join(differs)})" if differs else ""),
-                 fix=Fix(summary=f"read the error above; reinstalling {probe.dist} with its dependencies usually mends it"))
+    return Check(
+        id=cid,
+        status=Status.FAIL,
+        cause="import_error",
+        evidence=ev,
+        summary=f"{probe.module} does not import: {first}"
+        + (f" (requirements that differ: {', '.join(differs)})" if differs else ""),
+        fix=Fix(summary=f"read the error above; reinstalling {probe.dist} with its dependencies usually mends it"),
+    )

@@ -87,7 +87,9 @@ def write_fix(report: DoctorReport, fix_dir: str | Path, *, env: Mapping[str, st
                 hint="run the doctor without sourcing that env script, or write the fix to another directory",
             )
     if overlay_root.exists() and not (overlay_root / OVERLAY_MARKER).exists():
-        raise FleetgenError(f"{overlay_root} exists and is not a fleetgen overlay", hint="choose an empty --fix directory")
+        raise FleetgenError(
+            f"{overlay_root} exists and is not a fleetgen overlay", hint="choose an empty --fix directory"
+        )
     plan = plan_fix(report, fix_dir)
     fix_dir.mkdir(parents=True, exist_ok=True)
     if overlay_root.exists():
@@ -95,10 +97,21 @@ def write_fix(report: DoctorReport, fix_dir: str | Path, *, env: Mapping[str, st
     if plan.overlay is not None:
         build_overlay(plan.overlay, overlay_root)
     fix_json = fix_dir / FIX_JSON
-    fix_json.write_text(json.dumps({
-        "schema_version": 1, "env": plan.env, "prepend": plan.prepend, "engine_args": plan.engine_args,
-        "commands": plan.commands, "overlay": str(overlay_root) if plan.overlay else None,
-    }, indent=2) + "\n", encoding="utf-8")
+    fix_json.write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "env": plan.env,
+                "prepend": plan.prepend,
+                "engine_args": plan.engine_args,
+                "commands": plan.commands,
+                "overlay": str(overlay_root) if plan.overlay else None,
+            },
+            indent=2,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     script = fix_dir / ENV_SCRIPT
     script.write_text(render_env_script(plan, report, script), encoding="utf-8")
     return FixResult(env_script=script, fix_json=fix_json, overlay=overlay_root if plan.overlay else None, plan=plan)
@@ -172,7 +185,9 @@ def read_fix(fix_dir: str | Path) -> dict:
     try:
         return json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise FleetgenError(f"no fix at {fix_dir} ({FIX_JSON} missing)", hint="run `fleetgen doctor --fix DIR` first") from None
+        raise FleetgenError(
+            f"no fix at {fix_dir} ({FIX_JSON} missing)", hint="run `fleetgen doctor --fix DIR` first"
+        ) from None
 
 
 def env_for_replicas(fix_dir: str | Path, base: Mapping[str, str] | None = None) -> dict[str, str]:

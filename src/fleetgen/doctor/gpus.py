@@ -71,8 +71,12 @@ def check_gpus(snap: NvmlSnapshot) -> Check:
             "driver_version": snap.driver_version,
             "cuda_driver": ".".join(map(str, snap.cuda_driver)) if snap.cuda_driver else None,
             "gpus": [
-                {"index": g.index, "name": g.name, "compute_capability": f"{g.compute_capability[0]}.{g.compute_capability[1]}",
-                 "memory_gib": round(g.memory_total / 2**30, 1)}
+                {
+                    "index": g.index,
+                    "name": g.name,
+                    "compute_capability": f"{g.compute_capability[0]}.{g.compute_capability[1]}",
+                    "memory_gib": round(g.memory_total / 2**30, 1),
+                }
                 for g in snap.gpus
             ],
         },

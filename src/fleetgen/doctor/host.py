@@ -48,8 +48,16 @@ class Host:
     run: RunFn = _run
     default_cuda_home: Path = Path("/usr/local/cuda")
     # Where drivers put libcuda.so.1 when the loader cache does not list it (containers often).
-    driver_lib_dirs: tuple[Path, ...] = tuple(Path(d) for d in (
-        "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/local/nvidia/lib64", "/usr/lib/wsl/lib", "/lib/x86_64-linux-gnu"))
+    driver_lib_dirs: tuple[Path, ...] = tuple(
+        Path(d)
+        for d in (
+            "/usr/lib/x86_64-linux-gnu",
+            "/usr/lib64",
+            "/usr/local/nvidia/lib64",
+            "/usr/lib/wsl/lib",
+            "/lib/x86_64-linux-gnu",
+        )
+    )
     site_packages: list[Path] | None = None  # None: ask `python` where its site-packages are
     timeout_s: float = 180.0
 
@@ -86,7 +94,9 @@ class Host:
         for sp in self.site_package_dirs():
             nv = sp / "nvidia"
             if nv.is_dir():
-                roots += sorted(d for d in nv.iterdir() if d.is_dir() and any((d / s).is_dir() for s in ("lib", "bin", "include")))
+                roots += sorted(
+                    d for d in nv.iterdir() if d.is_dir() and any((d / s).is_dir() for s in ("lib", "bin", "include"))
+                )
         return roots
 
     def find_in_pip(self, rel_names: list[str]) -> list[Path]:

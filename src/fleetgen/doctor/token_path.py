@@ -25,18 +25,35 @@ def _version(text: str) -> tuple[int, ...] | None:
 def check_token_path(engine: str, versions: dict[str, str]) -> Check:
     cid = "generate.token_ids"
     if engine != "sglang":
-        return Check(id=cid, status=Status.OK, evidence={"engine": engine},
-                     summary=f"{engine}: the chat endpoint returns token ids; generate records them from its answers")
+        return Check(
+            id=cid,
+            status=Status.OK,
+            evidence={"engine": engine},
+            summary=f"{engine}: the chat endpoint returns token ids; generate records them from its answers",
+        )
     installed = versions.get("sglang")
     ev = {"engine": engine, "sglang": installed, "chat_ids_since": ".".join(map(str, SGLANG_CHAT_IDS))}
     v = _version(installed or "")
     if v is None:
-        return Check(id=cid, status=Status.SKIP, cause="version_unknown", evidence=ev,
-                     summary="sglang's version is unknown: generate will choose its path by what the server answers")
+        return Check(
+            id=cid,
+            status=Status.SKIP,
+            cause="version_unknown",
+            evidence=ev,
+            summary="sglang's version is unknown: generate will choose its path by what the server answers",
+        )
     if v >= SGLANG_CHAT_IDS:
-        return Check(id=cid, status=Status.OK, evidence=ev | {"path": "chat"},
-                     summary=f"sglang {installed}: the chat endpoint returns token ids; generate takes the chat path")
-    return Check(id=cid, status=Status.OK, evidence=ev | {"path": "native"},
-                 summary=f"sglang {installed}: the chat endpoint returns no token ids (they came in 0.5.17); generate "
-                 "drives /generate with the server's own template rendering and parsers, checked against its chat "
-                 "endpoint at start (docs/sglang.md)")
+        return Check(
+            id=cid,
+            status=Status.OK,
+            evidence=ev | {"path": "chat"},
+            summary=f"sglang {installed}: the chat endpoint returns token ids; generate takes the chat path",
+        )
+    return Check(
+        id=cid,
+        status=Status.OK,
+        evidence=ev | {"path": "native"},
+        summary=f"sglang {installed}: the chat endpoint returns no token ids (they came in 0.5.17); generate "
+        "drives /generate with the server's own template rendering and parsers, checked against its chat "
+        "endpoint at start (docs/sglang.md)",
+    )

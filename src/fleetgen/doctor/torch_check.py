@@ -74,62 +74,110 @@ def runs_on(arch_list: tuple[str, ...], cc: tuple[int, int]) -> bool:
 
 def check_torch(info: TorchInfo, snap: NvmlSnapshot, python: str) -> list[Check]:
     if info.error or not info.version:
-        return [Check(
-            id="torch.install", status=Status.FAIL, cause="torch_missing",
-            summary=f"torch does not import in {python}: {info.error}",
-            evidence={"python": python, "error": info.error},
-            fix=Fix(summary="install torch in the engine's interpreter", commands=[f"{python} -m pip install torch"]),
-        )]
+        return [
+            Check(
+                id="torch.install",
+                status=Status.FAIL,
+                cause="torch_missing",
+                summary=f"torch does not import in {python}: {info.error}",
+                evidence={"python": python, "error": info.error},
+                fix=Fix(
+                    summary="install torch in the engine's interpreter", commands=[f"{python} -m pip install torch"]
+                ),
+            )
+        ]
     ev = {"python": python, "version": info.version, "cuda": info.cuda}
-    checks = [Check(id="torch.install", status=Status.OK, evidence=ev,
-                    summary=f"torch {info.version} ({'CUDA ' + info.cuda if info.cuda else 'CPU build'})")]
+    checks = [
+        Check(
+            id="torch.install",
+            status=Status.OK,
+            evidence=ev,
+            summary=f"torch {info.version} ({'CUDA ' + info.cuda if info.cuda else 'CPU build'})",
+        )
+    ]
     if not snap.gpus:
-        checks.append(Check(id="torch.cuda", status=Status.SKIP, cause="no_gpu", summary="no GPU: nothing for torch to see"))
+        checks.append(
+            Check(id="torch.cuda", status=Status.SKIP, cause="no_gpu", summary="no GPU: nothing for torch to see")
+        )
         return checks
-    ev = {"available": info.available, "device_count": info.device_count, "nvml_gpus": len(snap.gpus),
-          "arch_list": list(info.arch_list), "cuda_driver": ".".join(map(str, snap.cuda_driver or ())) or None}
+    ev = {
+        "available": info.available,
+        "device_count": info.device_count,
+        "nvml_gpus": len(snap.gpus),
+        "arch_list": list(info.arch_list),
+        "cuda_driver": ".".join(map(str, snap.cuda_driver or ())) or None,
+    }
     tcuda, dcuda = info.cuda_version, snap.cuda_driver
     if tcuda is None:
-        checks.append(Check(
-            id="torch.cuda", status=Status.FAIL, cause="torch_cpu_build", evidence=ev,
-            summary=f"torch {info.version} is a CPU build but this machine has {len(snap.gpus)} GPU(s)",
-            fix=Fix(summary="install a CUDA build of torch",
-                    commands=[_torch_for_driver(python, dcuda)]),
-        ))
+        checks.append(
+            Check(
+                id="torch.cuda",
+                status=Status.FAIL,
+                cause="torch_cpu_build",
+                evidence=ev,
+                summary=f"torch {info.version} is a CPU build but this machine has {len(snap.gpus)} GPU(s)",
+                fix=Fix(summary="install a CUDA build of torch", commands=[_torch_for_driver(python, dcuda)]),
+            )
+        )
         return checks
     if dcuda and tcuda[0] > dcuda[0]:
-        checks.append(Check(
-            id="torch.cuda", status=Status.FAIL, cause="driver_too_old", evidence=ev,
-            summary=f"torch is built for CUDA {info.cuda} but the driver supports CUDA {dcuda[0]}.{dcuda[1]} only",
-            fix=Fix(summary="upgrade the driver, or install torch built for the driver's CUDA",
-                    commands=[_torch_for_driver(python, dcuda)]),
-        ))
+        checks.append(
+            Check(
+                id="torch.cuda",
+                status=Status.FAIL,
+                cause="driver_too_old",
+                evidence=ev,
+                summary=f"torch is built for CUDA {info.cuda} but the driver supports CUDA {dcuda[0]}.{dcuda[1]} only",
+                fix=Fix(
+                    summary="upgrade the driver, or install torch built for the driver's CUDA",
+                    commands=[_torch_for_driver(python, dcuda)],
+                ),
+            )
+        )
         return checks
     missing = [sm(a) for a in snap.archs if not runs_on(info.arch_list, a)]
     if info.arch_list and missing:
-        checks.append(Check(
-            id="torch.cuda", status=Status.FAIL, cause="torch_arch_unsupported", evidence=ev,
-            summary=f"torch {info.version} has no build for {', '.join(missing)} (it has {' '.join(info.arch_list)})",
-            fix=Fix(summary="install a torch build that includes this architecture (CUDA >= 12.8 wheels for sm_120)",
-                    commands=[_torch_for_driver(python, dcuda)]),
-        ))
+        checks.append(
+            Check(
+                id="torch.cuda",
+                status=Status.FAIL,
+                cause="torch_arch_unsupported",
+                evidence=ev,
+                summary=f"torch {info.version} has no build for {', '.join(missing)} (it has {' '.join(info.arch_list)})",
+                fix=Fix(
+                    summary="install a torch build that includes this architecture (CUDA >= 12.8 wheels for sm_120)",
+                    commands=[_torch_for_driver(python, dcuda)],
+                ),
+            )
+        )
         return checks
     if not info.available or info.device_count < len(snap.gpus):
-        checks.append(Check(
-            id="torch.cuda", status=Status.FAIL if not info.available else Status.WARN, cause="torch_sees_fewer_gpus",
-            evidence=ev,
-            summary=f"torch sees {info.device_count} GPU(s), NVML sees {len(snap.gpus)}",
-            fix=Fix(summary="check CUDA_VISIBLE_DEVICES and that the driver and torch's CUDA agree"),
-        ))
+        checks.append(
+            Check(
+                id="torch.cuda",
+                status=Status.FAIL if not info.available else Status.WARN,
+                cause="torch_sees_fewer_gpus",
+                evidence=ev,
+                summary=f"torch sees {info.device_count} GPU(s), NVML sees {len(snap.gpus)}",
+                fix=Fix(summary="check CUDA_VISIBLE_DEVICES and that the driver and torch's CUDA agree"),
+            )
+        )
         return checks
     lower_minor = dcuda is not None and tcuda[0] == dcuda[0] and tcuda[1] > dcuda[1]
-    checks.append(Check(
-        id="torch.cuda", status=Status.WARN if lower_minor else Status.OK, evidence=ev,
-        cause="driver_minor_older" if lower_minor else None,
-        summary=(f"torch sees {info.device_count} GPU(s); CUDA {info.cuda} on a driver for CUDA "
-                 f"{dcuda[0]}.{dcuda[1]}" + (" (minor-version compatibility: PTX JIT may fail)" if lower_minor else "")
-                 if dcuda else f"torch sees {info.device_count} GPU(s)"),
-    ))
+    checks.append(
+        Check(
+            id="torch.cuda",
+            status=Status.WARN if lower_minor else Status.OK,
+            evidence=ev,
+            cause="driver_minor_older" if lower_minor else None,
+            summary=(
+                f"torch sees {info.device_count} GPU(s); CUDA {info.cuda} on a driver for CUDA "
+                f"{dcuda[0]}.{dcuda[1]}" + (" (minor-version compatibility: PTX JIT may fail)" if lower_minor else "")
+                if dcuda
+                else f"torch sees {info.device_count} GPU(s)"
+            ),
+        )
+    )
     return checks
 
 

@@ -73,7 +73,9 @@ class ExportConfig(StrictModel):
         if self.format != "tokens" and suffix not in ("", ".jsonl"):
             raise ValueError(f"format {self.format} writes JSONL: name the output *.jsonl or a directory")
         if self.require_token_ids and self.format not in TOKEN_FORMATS:
-            raise ValueError(f"require_token_ids (--require-token-ids) is for the tokens and speculators formats, not {self.format}")
+            raise ValueError(
+                f"require_token_ids (--require-token-ids) is for the tokens and speculators formats, not {self.format}"
+            )
         return self
 
     @property

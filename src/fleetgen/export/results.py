@@ -91,7 +91,9 @@ def error_files(outdir: Path) -> list[Path]:
     outdir = Path(outdir)
     if not outdir.is_dir():
         return []
-    return sorted((p for p in outdir.iterdir() if ERROR_FILES.match(p.name)), key=lambda p: (p.name != "errors.jsonl", p.name))
+    return sorted(
+        (p for p in outdir.iterdir() if ERROR_FILES.match(p.name)), key=lambda p: (p.name != "errors.jsonl", p.name)
+    )
 
 
 def iter_errors(outdir: Path) -> Iterator[ErrorRow]:

@@ -39,7 +39,9 @@ def export(config: ExportConfig, *, on_row: Callable[[ExportSummary], None] | No
                     on_row(summary)
             if isinstance(fmt, TokensFormat) and fmt.without_ids_count:
                 raise MissingTokenIdsError(
-                    fmt.without_ids, count=fmt.without_ids_count, what=f"export {config.results_dir}",
+                    fmt.without_ids,
+                    count=fmt.without_ids_count,
+                    what=f"export {config.results_dir}",
                     hint="nothing was written; regenerate those rows where the server returns token ids, "
                     "or export without --require-token-ids (each such row then says ids_from: text and why)",
                 )

@@ -18,15 +18,13 @@ class FleetConfig(StrictModel):
     served_model_name: str | None = Field(
         None, description="Name the servers answer to; defaults to the model path's last part."
     )
-    replicas: int | None = Field(
-        None, ge=1, description="Number of replicas; default: one per GPU group, or 1 on CPU."
-    )
-    gpus: str = Field(
-        "all", description="GPUs to use: 'all', 'none' (CPU engine), or a list like '0,1,2,3'."
-    )
+    replicas: int | None = Field(None, ge=1, description="Number of replicas; default: one per GPU group, or 1 on CPU.")
+    gpus: str = Field("all", description="GPUs to use: 'all', 'none' (CPU engine), or a list like '0,1,2,3'.")
     tp: int = Field(1, ge=1, description="Tensor-parallel size: GPUs per replica.")
     replicas_per_gpu: int = Field(
-        1, ge=1, le=16,
+        1,
+        ge=1,
+        le=16,
         description="Replicas sharing each GPU group (a model far smaller than the GPU): each its own process, "
         "port and memory share; replicas of one GPU start one after another. Local GPU fleets only.",
     )
@@ -37,7 +35,9 @@ class FleetConfig(StrictModel):
         None, description="API key the servers require; also read from FLEETGEN_API_KEY. Never logged."
     )
     max_running_requests: int | None = Field(
-        None, ge=1, description="Requests each server runs at once (vLLM --max-num-seqs, SGLang --max-running-requests)."
+        None,
+        ge=1,
+        description="Requests each server runs at once (vLLM --max-num-seqs, SGLang --max-running-requests).",
     )
     context_length: int | None = Field(
         None, ge=16, description="Context length (vLLM --max-model-len, SGLang --context-length)."
@@ -52,9 +52,7 @@ class FleetConfig(StrictModel):
         "--tool-call-parser NAME, SGLang --tool-call-parser NAME); e.g. qwen3_coder for Qwen3.5/3.6. "
         "Unset: the servers return tool calls as text and fleetgen sends tool_choice none.",
     )
-    engine_args: list[str] = Field(
-        default_factory=list, description="Extra engine flags passed through verbatim."
-    )
+    engine_args: list[str] = Field(default_factory=list, description="Extra engine flags passed through verbatim.")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for every replica.")
     python: str | None = Field(
         None, description="Interpreter that runs the engine (a venv with the engine installed); default: this one."
@@ -63,7 +61,8 @@ class FleetConfig(StrictModel):
         True, description="On GPUs, run `fleetgen doctor` checks first and refuse to launch when one fails."
     )
     fix_dir: Path | None = Field(
-        None, description="Directory written by `fleetgen doctor --fix`: its environment and engine flags apply to every replica."
+        None,
+        description="Directory written by `fleetgen doctor --fix`: its environment and engine flags apply to every replica.",
     )
     warm_first: bool = Field(
         True,

@@ -13,8 +13,12 @@ from fleetgen.gpu_info import GpuInfo
 
 def gpu_kind(gpus: list[GpuInfo]) -> str:
     """What a replica's compiled kernels depend on: the GPU model and arch of its group, e.g. `nvidia-h200-sm90-x1`."""
-    names = sorted({f"{re.sub(r'[^a-z0-9]+', '-', g.name.lower()).strip('-')}-sm{g.compute_capability[0]}{g.compute_capability[1]}"
-                    for g in gpus})
+    names = sorted(
+        {
+            f"{re.sub(r'[^a-z0-9]+', '-', g.name.lower()).strip('-')}-sm{g.compute_capability[0]}{g.compute_capability[1]}"
+            for g in gpus
+        }
+    )
     return "+".join(names) + f"-x{len(gpus)}"
 
 
@@ -95,4 +99,3 @@ def claim_cores(count: int, lock_dir: Path, cores: list[int] | None = None) -> t
         held.append(core)
         fds.append(fd)
     return tuple(held), fds
-

@@ -54,8 +54,9 @@ class _Gpu:
 class EqualMemory:
     """One `up` (or one restart): for each shared GPU, the memory every replica of it is given."""
 
-    def __init__(self, engine: Engine, *, measure: Measure | None = None,
-                 recorded: dict[tuple[int, ...], GpuShare] | None = None) -> None:
+    def __init__(
+        self, engine: Engine, *, measure: Measure | None = None, recorded: dict[tuple[int, ...], GpuShare] | None = None
+    ) -> None:
         self.engine = engine
         self.measure = measure or free_memory  # NVML; tests pass a pretend GPU
         self.restarting = recorded is not None  # a restart is given what `up` recorded; it measures no first one
@@ -66,8 +67,11 @@ class EqualMemory:
     @classmethod
     def of_fleet(cls, engine: Engine, state: FleetState, *, measure: Measure | None = None) -> EqualMemory:
         """For a restart: what `up` recorded on the fleet's replicas."""
-        return cls(engine, measure=measure,
-                   recorded={tuple(r.gpus): r.gpu_share for r in state.replicas if r.gpu_share is not None})
+        return cls(
+            engine,
+            measure=measure,
+            recorded={tuple(r.gpus): r.gpu_share for r in state.replicas if r.gpu_share is not None},
+        )
 
     def applies(self, spec: ReplicaSpec) -> bool:
         return self.engine.share_of_free_memory and spec.on_gpu and spec.gpu_sharers > 1
@@ -85,8 +89,12 @@ class EqualMemory:
             gpu.free_before_first = free
             return spec
         if gpu.reference is None:
-            self._unequal(spec, "the fleet's state records no shared memory for it" if self.restarting
-                          else self.why.get(spec.gpus, "its first replica's memory was not measured"))
+            self._unequal(
+                spec,
+                "the fleet's state records no shared memory for it"
+                if self.restarting
+                else self.why.get(spec.gpus, "its first replica's memory was not measured"),
+            )
             return spec
         if spec.gpu_slot == 1 and not self.restarting and not self._fit(spec, gpu, free):
             return spec
@@ -95,11 +103,15 @@ class EqualMemory:
         else:
             share = EqualShare(gpu.reference.static_bytes, gpu.reference.kv_tokens, free)
         if share.fraction() is None:
-            why = (f"GPU {_gpus(spec.gpus)} had {_gib(free)} free as it started, too little for "
-                   f"{_gib(share.static_bytes)} of weights and KV pool")
+            why = (
+                f"GPU {_gpus(spec.gpus)} had {_gib(free)} free as it started, too little for "
+                f"{_gib(share.static_bytes)} of weights and KV pool"
+            )
             self.short[spec.index] = why
-            log.warning(f"replica {spec.index} gets a smaller KV pool than the others on GPU {_gpus(spec.gpus)}: {why}; "
-                        f"pass a smaller {self.engine.memory_flag} or fewer --replicas-per-gpu")
+            log.warning(
+                f"replica {spec.index} gets a smaller KV pool than the others on GPU {_gpus(spec.gpus)}: {why}; "
+                f"pass a smaller {self.engine.memory_flag} or fewer --replicas-per-gpu"
+            )
         return replace(spec, share=share)
 
     def _fit(self, spec: ReplicaSpec, gpu: _Gpu, free: int) -> bool:
@@ -113,15 +125,20 @@ class EqualMemory:
         others = spec.gpu_sharers - 1
         fits = (free - FIT_RESERVE_BYTES) // others - beyond
         if fits >= first.static_bytes:
-            log.info(f"replicas sharing GPU {_gpus(spec.gpus)}: each is given replica {gpu.first_index}'s "
-                     f"{_gib(first.static_bytes)} for weights and KV pool"
-                     + (f", and its pool of {first.kv_tokens} tokens as a cap" if first.kv_tokens else ""))
+            log.info(
+                f"replicas sharing GPU {_gpus(spec.gpus)}: each is given replica {gpu.first_index}'s "
+                f"{_gib(first.static_bytes)} for weights and KV pool"
+                + (f", and its pool of {first.kv_tokens} tokens as a cap" if first.kv_tokens else "")
+            )
             return True
         # EqualShare's fraction errs up by at most START_RESERVE_BYTES of the free memory: keep that within `fits`.
         fits = int(fits * (free - START_RESERVE_BYTES) / free)
         if fits <= 0:
-            self._unequal(spec, f"GPU {_gpus(spec.gpus)} has {_gib(free)} free beside its first replica, too little for "
-                                f"{others} more that each hold {_gib(beyond)} beyond their share")
+            self._unequal(
+                spec,
+                f"GPU {_gpus(spec.gpus)} has {_gib(free)} free beside its first replica, too little for "
+                f"{others} more that each hold {_gib(beyond)} beyond their share",
+            )
             return False
         gpu.reduced = fits
         whole = gpu.free_before_first
@@ -153,9 +170,11 @@ class EqualMemory:
             gpu.reference = GpuShare(static_bytes=static, kv_tokens=tokens)
             gpu.first_index = replica.index
             if tokens is None:
-                log.warning(f"replica {replica.index} reported no KV pool ({self.engine.kv_pool_field}): the other "
-                            f"replicas of GPU {_gpus(spec.gpus)} get its {_gib(static)} but no cap, so their "
-                            "pools may differ a little")
+                log.warning(
+                    f"replica {replica.index} reported no KV pool ({self.engine.kv_pool_field}): the other "
+                    f"replicas of GPU {_gpus(spec.gpus)} get its {_gib(static)} but no cap, so their "
+                    "pools may differ a little"
+                )
         elif spec.gpu_slot == 1 and gpu.reduced is not None and not self.restarting:
             gpu.reference = GpuShare(static_bytes=gpu.reduced, kv_tokens=tokens)
         replica.gpu_share = gpu.reference
@@ -177,13 +196,17 @@ class EqualMemory:
             if len(group) < 2 or len(set(pools.values())) < 2 or gpus in self.why or self.short.keys() & pools.keys():
                 continue  # equal, or the reason was said as it arose (record_configs lists the pools)
             listed = ", ".join(f"replica {i}: {n}" for i, n in sorted(pools.items()))
-            log.warning(f"replicas sharing GPU {_gpus(gpus)} have unequal KV pools ({listed}): read their logs, "
-                        "SGLang warns 'max_total_tokens=... is larger than the profiled value' where one had less room")
+            log.warning(
+                f"replicas sharing GPU {_gpus(gpus)} have unequal KV pools ({listed}): read their logs, "
+                "SGLang warns 'max_total_tokens=... is larger than the profiled value' where one had less room"
+            )
 
     def _unequal(self, spec: ReplicaSpec, why: str) -> None:
         """Fall back to fractions from the places alone; said once per GPU and reason."""
         self.short[spec.index] = why
         if self.why.get(spec.gpus) != why:
             self.why[spec.gpus] = why
-            log.warning(f"replicas sharing GPU {_gpus(spec.gpus)} may get unequal KV pools (fractions from their "
-                        f"places, not measured bytes): {why}")
+            log.warning(
+                f"replicas sharing GPU {_gpus(spec.gpus)} may get unequal KV pools (fractions from their "
+                f"places, not measured bytes): {why}"
+            )

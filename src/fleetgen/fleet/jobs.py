@@ -21,7 +21,9 @@ class JobProgress(BaseModel):
 
     pid: int
     create_time: float = Field(description="The job process's start time; tells a live job from a reused pid.")
-    boot_time: float | None = Field(None, description="The host's boot time as create_time was read (see fleet/process.py).")
+    boot_time: float | None = Field(
+        None, description="The host's boot time as create_time was read (see fleet/process.py)."
+    )
     output_dir: str
     updated_at: float = Field(description="Unix time of this report.")
     total: int = Field(description="(prompt id, sample) pairs in the job.")

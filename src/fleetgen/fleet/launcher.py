@@ -34,7 +34,9 @@ from fleetgen.fleet.verify import SHARING_SOFT_FIELDS, SOFT_CONFIG_FIELDS, Progr
 log = logging.getLogger(__name__)
 
 
-async def up(config: FleetConfig, *, on_progress: ProgressCallback | None = None, python: str | None = None) -> FleetState:
+async def up(
+    config: FleetConfig, *, on_progress: ProgressCallback | None = None, python: str | None = None
+) -> FleetState:
     """Start the fleet and return its state once every replica generated and configs agree."""
     backend = backend_for_config(config)
     warning = exposure_warning(config, backend)
@@ -79,8 +81,15 @@ async def up(config: FleetConfig, *, on_progress: ProgressCallback | None = None
 
 
 async def _start(
-    config: FleetConfig, backend: Backend, engine, specs: list[ReplicaSpec], python: str | None,
-    extra_env: dict[str, str], state: FleetState, state_dir: Path, on_progress: ProgressCallback | None,
+    config: FleetConfig,
+    backend: Backend,
+    engine,
+    specs: list[ReplicaSpec],
+    python: str | None,
+    extra_env: dict[str, str],
+    state: FleetState,
+    state_dir: Path,
+    on_progress: ProgressCallback | None,
 ) -> FleetState:
     """Start the waves and verify them; on any failure or cancellation, stop what was started and clear the state."""
     waves = [specs[:1], specs[1:]] if warm_first(config, specs) else [specs]
@@ -95,7 +104,10 @@ async def _start(
             launches = [Launch(engine, spec, python, extra_env, log_path_of(state_dir, spec.index)) for spec in wave]
             batch = await start_all(backend, config, launches, state, state_dir, started)
             ready = await asyncio.gather(
-                *(wait_ready(engine, s.replica, s.gone, config, specs[0].api_key, on_progress, follower=s.log) for s in batch)
+                *(
+                    wait_ready(engine, s.replica, s.gone, config, specs[0].api_key, on_progress, follower=s.log)
+                    for s in batch
+                )
             )
             for spec, s, reported in zip(wave, batch, ready):
                 equal.after_ready(spec, s.replica, reported)
@@ -228,6 +240,9 @@ def warm_first(config: FleetConfig, specs: list[ReplicaSpec]) -> bool:
     Not where the backend assigns devices at start (Ray): the plan has no GPUs to go by.
     """
     return (
-        config.warm_first and len(specs) > 1 and specs[0].on_gpu
-        and not config.enforce_eager and not _has_files(specs[0].cache_dir)
+        config.warm_first
+        and len(specs) > 1
+        and specs[0].on_gpu
+        and not config.enforce_eager
+        and not _has_files(specs[0].cache_dir)
     )

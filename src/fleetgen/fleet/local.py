@@ -62,8 +62,11 @@ class LocalBackend:
 
         report = run_doctor(
             DoctorConfig(
-                engine=config.engine, python=python or sys.executable, tp=config.tp,
-                max_running_requests=config.max_running_requests, context_length=config.context_length,
+                engine=config.engine,
+                python=python or sys.executable,
+                tp=config.tp,
+                max_running_requests=config.max_running_requests,
+                context_length=config.context_length,
                 engine_args=list(config.engine_args),
             )
         )

@@ -16,7 +16,9 @@ def auth_headers(api_key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
-async def health(session: aiohttp.ClientSession, base: str, engine: Engine, timeout: float = 5.0) -> tuple[int | None, float]:
+async def health(
+    session: aiohttp.ClientSession, base: str, engine: Engine, timeout: float = 5.0
+) -> tuple[int | None, float]:
     """(HTTP status or None when unreachable, latency in seconds)."""
     t0 = time.perf_counter()
     try:
@@ -100,7 +102,9 @@ async def metrics(session: aiohttp.ClientSession, base: str, engine: Engine) -> 
         return None
 
 
-def compare_configs(configs: list[dict[str, object]], soft: frozenset[str] = frozenset()) -> tuple[list[str], list[str]]:
+def compare_configs(
+    configs: list[dict[str, object]], soft: frozenset[str] = frozenset()
+) -> tuple[list[str], list[str]]:
     """Fields that differ across replicas: (hard differences, soft differences like KV block counts)."""
     hard, soft_diffs = [], []
     keys = sorted({k for c in configs for k in c})

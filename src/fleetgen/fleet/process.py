@@ -60,7 +60,9 @@ def group_members(pgid: int) -> list[psutil.Process]:
     return members
 
 
-def stop_processes(targets: list[tuple[int, float]] | list[tuple[int, float, float | None]], grace_s: float) -> list[int]:
+def stop_processes(
+    targets: list[tuple[int, float]] | list[tuple[int, float, float | None]], grace_s: float
+) -> list[int]:
     """SIGTERM each replica's process group, SIGKILL what is left after `grace_s`; returns pids stopped.
 
     A target is (pid, create_time) or (pid, create_time, boot_time), as find_process takes them.

@@ -94,8 +94,14 @@ class ReplicaServer:
             [sys.executable, "-c", _SENTINEL, str(self.proc.pid)], stdin=subprocess.DEVNULL, start_new_session=True
         )
         replica = describe(
-            engine, spec, self.proc.pid, self.log_path, python, f"http://{node_ip}:{spec.port}",
-            node=node_ip, node_id=ray.get_runtime_context().get_node_id(),
+            engine,
+            spec,
+            self.proc.pid,
+            self.log_path,
+            python,
+            f"http://{node_ip}:{spec.port}",
+            node=node_ip,
+            node_id=ray.get_runtime_context().get_node_id(),
         )
         self.ctime, self.boot = replica.create_time, replica.boot_time
         return replica
@@ -114,7 +120,9 @@ class ReplicaServer:
     def usage(self) -> tuple[float | None, float | None]:
         if self.proc is None or self.proc.poll() is not None:
             return None, None
-        me = ReplicaState.model_construct(pid=self.proc.pid, create_time=self.ctime, boot_time=self.boot, gpus=[int(g) for g in ray.get_gpu_ids()])
+        me = ReplicaState.model_construct(
+            pid=self.proc.pid, create_time=self.ctime, boot_time=self.boot, gpus=[int(g) for g in ray.get_gpu_ids()]
+        )
         return memory_of(me), (gpu_memory_of(me) if me.gpus else None)
 
     def stop(self, grace_s: float) -> int:

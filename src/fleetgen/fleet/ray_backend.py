@@ -30,6 +30,7 @@ NAMESPACE = "fleetgen"
 # Calls to a replica's actor are tiny; longer than this means its node is unreachable.
 ACTOR_CALL_TIMEOUT_S = 30.0
 
+
 def connect(address: str | None) -> None:
     """Join the Ray cluster at `address` ('auto', host:port) once per process."""
     if ray.is_initialized():
@@ -148,7 +149,8 @@ def _leftover_actors(fleet_id: str) -> list[str]:
     """Actors of this fleet not (yet) in the state: a launch cut short, a replacement never recorded."""
     prefix = f"fleetgen-{fleet_id}-"
     return [
-        info["name"] for info in ray.util.list_named_actors(all_namespaces=True)
+        info["name"]
+        for info in ray.util.list_named_actors(all_namespaces=True)
         if info.get("namespace") == NAMESPACE and info.get("name", "").startswith(prefix)
     ]
 
@@ -240,12 +242,20 @@ class RayBackend:
         bind_all = config.host in ("0.0.0.0", "::")
         try:
             replica = await actor.start.remote(
-                launch.engine.name, spec, launch.python, launch.env, self.fleet_id, bind_all, launch.replacement,
+                launch.engine.name,
+                spec,
+                launch.python,
+                launch.env,
+                self.fleet_id,
+                bind_all,
+                launch.replacement,
                 0 if on_gpu else max(1, int(config.ray_num_cpus)),
             )
         except RayError as e:
             _kill(name)
-            raise FleetError(f"replica {spec.index} could not start on Ray: {e}", hint="read the actor's error above") from None
+            raise FleetError(
+                f"replica {spec.index} could not start on Ray: {e}", hint="read the actor's error above"
+            ) from None
         replica.actor = name
         return StartedReplica(replica, actor_liveness(actor), ActorLogFollower(actor, replica.log_path))
 

@@ -21,14 +21,21 @@ def api_key_of(config: FleetConfig) -> str | None:
     return os.environ.get("FLEETGEN_API_KEY") or None
 
 
-def plan_replicas(config: FleetConfig, model_path: str, backend: Backend, count: int | None = None) -> list[ReplicaSpec]:
+def plan_replicas(
+    config: FleetConfig, model_path: str, backend: Backend, count: int | None = None
+) -> list[ReplicaSpec]:
     """One spec per replica, on the devices the backend lays out (`count`: the size of a running fleet)."""
     devices = backend.layout(config, count)
-    return replica_specs(config, model_path, [d.gpus for d in devices], [d.cpus for d in devices], [d.kind for d in devices])
+    return replica_specs(
+        config, model_path, [d.gpus for d in devices], [d.cpus for d in devices], [d.kind for d in devices]
+    )
 
 
 def replica_specs(
-    config: FleetConfig, model_path: str, groups: list[tuple[int, ...]], cpus: list[tuple[int, ...]],
+    config: FleetConfig,
+    model_path: str,
+    groups: list[tuple[int, ...]],
+    cpus: list[tuple[int, ...]],
     kinds: list[str] | None = None,
 ) -> list[ReplicaSpec]:
     """One spec per device group with the engine settings every replica shares."""
@@ -57,8 +64,11 @@ def replica_specs(
             api_key=key,
             tool_call_parser=config.tool_call_parser,
             extra_args=tuple(extra_args),
-            cache_dir=(shared_cache_dir(config.engine, model_path, kinds[i]) if kinds and kinds[i] and groups[i]
-                       else engine_cache_dir(config.engine, i)),
+            cache_dir=(
+                shared_cache_dir(config.engine, model_path, kinds[i])
+                if kinds and kinds[i] and groups[i]
+                else engine_cache_dir(config.engine, i)
+            ),
             gpu_sharers=groups.count(groups[i]) if groups[i] else 1,
             gpu_slot=groups[:i].count(groups[i]) if groups[i] else 0,
         )

@@ -16,7 +16,9 @@ from fleetgen.fleet.process import started
 from fleetgen.fleet.state import ReplicaState
 
 
-def spawn(engine: Engine, spec: ReplicaSpec, log_path: Path, python: str, extra_env: dict[str, str]) -> subprocess.Popen:
+def spawn(
+    engine: Engine, spec: ReplicaSpec, log_path: Path, python: str, extra_env: dict[str, str]
+) -> subprocess.Popen:
     """Start the server in its own session so it outlives `up` and dies with its process group."""
     env = dict(os.environ)
     env.update(extra_env)

@@ -25,8 +25,11 @@ class ReplicaState(BaseModel):
     endpoint: str
     pid: int
     create_time: float = Field(description="Process start time; tells a live replica from a reused pid.")
-    boot_time: float | None = Field(None, description="The node's boot time as create_time was read: with it, "
-                                    "a step of the wall clock (suspend, a paused VM) does not hide a live replica.")
+    boot_time: float | None = Field(
+        None,
+        description="The node's boot time as create_time was read: with it, "
+        "a step of the wall clock (suspend, a paused VM) does not hide a live replica.",
+    )
     engine: str
     model: str
     served_model_name: str

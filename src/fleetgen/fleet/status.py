@@ -43,7 +43,9 @@ class ReplicaStatus:
         return asdict(self)
 
 
-async def fleet_status(state_dir: Path, *, api_key: str | None = None, sample_s: float = 1.0) -> tuple[FleetState, list[ReplicaStatus]]:
+async def fleet_status(
+    state_dir: Path, *, api_key: str | None = None, sample_s: float = 1.0
+) -> tuple[FleetState, list[ReplicaStatus]]:
     """Read the state and check every replica; throughput is measured over `sample_s` seconds."""
     state = read_state(state_dir)
     engine = get_engine(state.engine)

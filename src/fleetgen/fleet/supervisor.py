@@ -115,12 +115,20 @@ class Supervisor:
         if pending:
             bound = timeout_s if timeout_s is not None else self.backoff_s * 2**self.max_restarts + startup_s + 30
             for index in sorted(pending.values()):
-                self._emit(SupervisorEvent(index, "awaiting_restart",
-                                           f"the job ended and the fleet is kept: waiting up to {bound:.0f}s for its restart"))
+                self._emit(
+                    SupervisorEvent(
+                        index,
+                        "awaiting_restart",
+                        f"the job ended and the fleet is kept: waiting up to {bound:.0f}s for its restart",
+                    )
+                )
             _, late = await asyncio.wait(pending, timeout=bound)
             for task in late:
-                self._emit(SupervisorEvent(pending[task], "restart_abandoned",
-                                           f"not ready within {bound:.0f}s; the kept fleet lacks it"))
+                self._emit(
+                    SupervisorEvent(
+                        pending[task], "restart_abandoned", f"not ready within {bound:.0f}s; the kept fleet lacks it"
+                    )
+                )
                 task.cancel()
             await asyncio.gather(*late, return_exceptions=True)
         state = read_state(self.state_dir)
@@ -129,8 +137,11 @@ class Supervisor:
     async def __aexit__(self, *exc) -> None:
         # The job ended first (the survivors finished the rows): say so, or the log shows a death and no restart.
         for index in self.restarting:
-            self._emit(SupervisorEvent(index, "restart_abandoned",
-                                       "the job ended while it was still restarting; the restart is cancelled"))
+            self._emit(
+                SupervisorEvent(
+                    index, "restart_abandoned", "the job ended while it was still restarting; the restart is cancelled"
+                )
+            )
         for task in [self._task, *self._restarts]:
             if task:
                 task.cancel()
@@ -155,12 +166,19 @@ class Supervisor:
             return
         now = self.clock()
         if not await asyncio.to_thread(self.backend.alive, replica):
-            return self._restart(replica.index, watch, "dead", f"pid {replica.pid} is gone" + (f" (node {replica.node})" if replica.node else ""))
+            return self._restart(
+                replica.index,
+                watch,
+                "dead",
+                f"pid {replica.pid} is gone" + (f" (node {replica.node})" if replica.node else ""),
+            )
         code, _ = await probe.health(session, replica.endpoint, engine, timeout=10)
         if code != 200:
             watch.unhealthy_since = watch.unhealthy_since or now
             if now - watch.unhealthy_since > self.hang_timeout_s:
-                return self._restart(replica.index, watch, "hung", f"health failing for {now - watch.unhealthy_since:.0f}s")
+                return self._restart(
+                    replica.index, watch, "hung", f"health failing for {now - watch.unhealthy_since:.0f}s"
+                )
             return
         watch.unhealthy_since = None
         m = await probe.metrics(session, replica.endpoint, engine)
@@ -170,7 +188,9 @@ class Supervisor:
             watch.last_tokens = m.generation_tokens_total
             watch.last_progress = now
         elif now - watch.last_progress > self.hang_timeout_s:
-            self._restart(replica.index, watch, "hung", f"{m.running:.0f} running, no token for {now - watch.last_progress:.0f}s")
+            self._restart(
+                replica.index, watch, "hung", f"{m.running:.0f} running, no token for {now - watch.last_progress:.0f}s"
+            )
 
     def _restart(self, index: int, watch: _Watch, kind: str, detail: str) -> None:
         self._emit(SupervisorEvent(index, kind, detail))

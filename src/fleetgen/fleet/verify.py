@@ -111,7 +111,9 @@ async def wait_ready(
                 return reported
             now = time.monotonic()
             if now - t0 > config.startup_timeout_s:
-                raise fail(f"not ready after {config.startup_timeout_s:.0f}s", "raise startup_timeout_s or read the log")
+                raise fail(
+                    f"not ready after {config.startup_timeout_s:.0f}s", "raise startup_timeout_s or read the log"
+                )
             if now - last_progress > config.stall_timeout_s:
                 raise fail(
                     f"no log progress for {config.stall_timeout_s:.0f}s (stuck in {phase.value})",

@@ -80,8 +80,12 @@ async def run(
     loop = asyncio.get_running_loop()
     # One writer per journal (lease.py): taken first, so a second writer is refused before it touches anything.
     parts = config.sharding
-    lease = None if parts.shards is not None else Lease.acquire(
-        Path(config.output_dir), parts.rows.suffix, group=parts.lease_group, wait_s=parts.lease_wait_s
+    lease = (
+        None
+        if parts.shards is not None
+        else Lease.acquire(
+            Path(config.output_dir), parts.rows.suffix, group=parts.lease_group, wait_s=parts.lease_wait_s
+        )
     )
     signals = (signal.SIGINT, signal.SIGTERM) if handle_signals else ()
     for sig in signals:
@@ -117,12 +121,18 @@ class _Stop:
 
 
 async def _run(
-    config: GenerateConfig, stop: _Stop, on_progress: Callable[[Stats], None] | None, clock: Clock,
-    metrics: MetricsServer | None = None, lease: Lease | None = None,
+    config: GenerateConfig,
+    stop: _Stop,
+    on_progress: Callable[[Stats], None] | None,
+    clock: Clock,
+    metrics: MetricsServer | None = None,
+    lease: Lease | None = None,
 ) -> Stats:
     if config.sharding.shards is not None:  # one process is one shard; the N of them are run_shards' (shards.py)
-        raise ConfigError("generate() runs one process; shards (--shards N) are run by fleetgen.generate.shards.run_shards",
-                          hint="call run_shards(config), or use `fleetgen generate --shards N`")
+        raise ConfigError(
+            "generate() runs one process; shards (--shards N) are run by fleetgen.generate.shards.run_shards",
+            hint="call run_shards(config), or use `fleetgen generate --shards N`",
+        )
     target = resolve_target(config)
     fp, rows = await asyncio.to_thread(stamped_fingerprint, config.prompts, config.output_dir)  # stamp.py
     stats = Stats(clock=clock, total=rows * config.samples)
@@ -152,12 +162,29 @@ async def _run(
             stats.finished = clock()
             return stats
         journal, done = Journal.open(outdir, retry_errors=config.retry_errors, suffix=shard.suffix, lease=lease)
-        progress = None if is_parquet(config.prompts) else CheckpointProgress.open(
-            outdir, shard.suffix, job_digest(identity, config.samples, (shard.index, shard.count)), done, config.samples,
-            tuple(outdir / n for n in files), lambda: journal.ends,
+        progress = (
+            None
+            if is_parquet(config.prompts)
+            else CheckpointProgress.open(
+                outdir,
+                shard.suffix,
+                job_digest(identity, config.samples, (shard.index, shard.count)),
+                done,
+                config.samples,
+                tuple(outdir / n for n in files),
+                lambda: journal.ends,
+            )
         )
-        session = Session(sampling, config.transport, outdir, dispatcher, http, model,
-                          sampling.context_length or context_length, history_reasoning=history.policy)
+        session = Session(
+            sampling,
+            config.transport,
+            outdir,
+            dispatcher,
+            http,
+            model,
+            sampling.context_length or context_length,
+            history_reasoning=history.policy,
+        )
         stats.notes = session.notes  # one list: what the run notes lands in stats.json too
         if sampling.history_reasoning == "template":
             log.info(history.note)
@@ -167,16 +194,22 @@ async def _run(
         writer = Writer(
             # Room for what completes during one commit interval even at low concurrency, so the
             # loop only waits on the writer when the disk is truly behind.
-            journal, done, stats, queue_size=max(4 * dispatcher.capacity, WRITER_QUEUE_MIN),
-            commit_interval_s=config.commit_interval_s, on_commit=on_progress,
-            on_durable=progress.advance if progress is not None else None, job=job,
+            journal,
+            done,
+            stats,
+            queue_size=max(4 * dispatcher.capacity, WRITER_QUEUE_MIN),
+            commit_interval_s=config.commit_interval_s,
+            on_commit=on_progress,
+            on_durable=progress.advance if progress is not None else None,
+            job=job,
         )
         work = WorkList(config.prompts, config.samples, done, stats, shard=shard, progress=progress)
         loop = _Loop(session, writer, work, stop, config.stop_grace_s)
         fleet, mine = config.fleet_state, config.sharding.replicas
         watch = asyncio.create_task(follow_fleet(fleet, dispatcher, mine)) if fleet is not None else None
-        job_watch = JobWatch.start(config.observe, stats, metrics, fleet_state=fleet, output_dir=outdir,
-                                   auto=config.routing.auto)
+        job_watch = JobWatch.start(
+            config.observe, stats, metrics, fleet_state=fleet, output_dir=outdir, auto=config.routing.auto
+        )
         # Replicas take work once their paths are warm.
         warmup = Warmup.start(config.warmup, sampling, config.transport, dispatcher, http, model)
         polling = asyncio.create_task(poller.run()) if poller is not None else None
@@ -196,7 +229,9 @@ async def _run(
             journal.close()
             stats.finished = clock()
             try:
-                write_atomic(outdir / f"stats{shard.suffix}.json", orjson.dumps(stats.to_dict(), option=orjson.OPT_INDENT_2))
+                write_atomic(
+                    outdir / f"stats{shard.suffix}.json", orjson.dumps(stats.to_dict(), option=orjson.OPT_INDENT_2)
+                )
             except OutputError as e:  # must not hide the run's own outcome; results are already safe
                 log.warning(f"stats.json not saved: {e.message}")
             run_ended(outdir, run_id, stats.to_dict())
@@ -268,7 +303,9 @@ class _Loop:
         exhausted = False
         deadline: float | None = None
         while True:
-            while not exhausted and not self._stop.done() and len(pending) < dispatcher.capacity + dispatcher.home_waiters:
+            while (
+                not exhausted and not self._stop.done() and len(pending) < dispatcher.capacity + dispatcher.home_waiters
+            ):
                 item = next(work, None)
                 if item is None:
                     exhausted = True
@@ -315,10 +352,14 @@ class _Loop:
                     self.stats.stopped_reason = exc.message
                     self.abandon("lost fleet")  # nothing in flight can finish
                     continue
-                if isinstance(exc, MissingTokenIdsError):  # --require-token-ids: let in-flight samples finish, then fail
+                if isinstance(
+                    exc, MissingTokenIdsError
+                ):  # --require-token-ids: let in-flight samples finish, then fail
                     if self._fatal is None or isinstance(self._fatal, MissingTokenIdsError):
                         self._fatal = exc.merged(self._fatal)
-                    self.stats.stopped_reason = self.stats.stopped_reason or "a turn without token ids (--require-token-ids)"
+                    self.stats.stopped_reason = (
+                        self.stats.stopped_reason or "a turn without token ids (--require-token-ids)"
+                    )
                     if not self._stop.done():
                         self.request_stop("a turn without token ids")
                     continue
@@ -347,4 +388,3 @@ class _Loop:
         finally:
             if self.work.finished(prompt.id):
                 self.dispatcher.forget(prompt.id)  # its last sample: drop the id's replica pin
-

@@ -10,7 +10,9 @@ from fleetgen.errors import ConfigError
 from fleetgen.fleet.net import is_loopback
 from fleetgen.metrics.collectors import GenerateCollector, RunCollector
 
-REMOTE_HINT = "bind 127.0.0.1 (the default), or set metrics_allow_remote (--metrics-allow-remote) to serve it off this host"
+REMOTE_HINT = (
+    "bind 127.0.0.1 (the default), or set metrics_allow_remote (--metrics-allow-remote) to serve it off this host"
+)
 
 
 def check_bind(host: str, allow_remote: bool) -> None:

@@ -40,7 +40,9 @@ def make_record(spec: SourceSpec, adapter: Adapter, row: dict, pos: int) -> Prom
     if missing:
         raise RecordError("missing column", ", ".join(missing))
     conv = adapter.convert(row)
-    domain, why = assign_domain(conv.messages, conv.tools, fixed=spec.domain, source_domain=conv.source_domain, labels=conv.labels)
+    domain, why = assign_domain(
+        conv.messages, conv.tools, fixed=spec.domain, source_domain=conv.source_domain, labels=conv.labels
+    )
     rec = PromptRecord(id=f"{spec.name}/{pos}", messages=conv.messages, tools=conv.tools)
     rec.meta = {
         "source": spec.name,
@@ -74,7 +76,9 @@ class _Candidates:
         return np.frombuffer(self.sigs, dtype=np.uint32).reshape(len(self), self.num_perm)
 
 
-def build_mix(recipe: MixRecipe, output: str | Path, report_dir: str | Path | None = None, *, log: Log | None = None) -> MixSummary:
+def build_mix(
+    recipe: MixRecipe, output: str | Path, report_dir: str | Path | None = None, *, log: Log | None = None
+) -> MixSummary:
     """Build the prompt set the recipe describes into `output` (.jsonl or .parquet); optionally a report."""
     t0 = time.monotonic()
     say = log or (lambda _m: None)
@@ -183,7 +187,9 @@ def build_mix(recipe: MixRecipe, output: str | Path, report_dir: str | Path | No
     by_tokens = recipe.quota_unit == "tokens"
     units = tok if by_tokens else np.ones(len(idx), dtype=np.int64)
     available = {d: float(units[dom == DOMAIN_INDEX[d]].sum()) for d in recipe.quotas.domain}
-    allocs = allocate(recipe.quotas.domain, available, recipe.total, integer=not by_tokens, on_shortfall=recipe.on_shortfall)
+    allocs = allocate(
+        recipe.quotas.domain, available, recipe.total, integer=not by_tokens, on_shortfall=recipe.on_shortfall
+    )
     weights = np.array([s.weight for s in recipe.sources], dtype=np.float64)[srcs] if len(idx) else np.empty(0)
     picked = select(dom, units, weights, allocs, DOMAIN_INDEX, recipe.seed, by_tokens=by_tokens)
     notes = [f"{a.domain}: {a.note}" for a in allocs if a.note]
@@ -242,6 +248,11 @@ def build_mix(recipe: MixRecipe, output: str | Path, report_dir: str | Path | No
         from fleetgen.mix.report import write_report
 
         summary.report_dir = Path(report_dir)
-        write_report(summary, Path(report_dir), np.frombuffer(lengths_before, dtype=np.int64), np.frombuffer(lengths_after, dtype=np.int64))
+        write_report(
+            summary,
+            Path(report_dir),
+            np.frombuffer(lengths_before, dtype=np.int64),
+            np.frombuffer(lengths_after, dtype=np.int64),
+        )
     summary.elapsed_s = time.monotonic() - t0
     return summary

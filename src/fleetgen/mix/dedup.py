@@ -84,7 +84,9 @@ def near_duplicates(signatures: np.ndarray, threshold: float, chunk: int = 1 << 
     if n < 2:
         return np.full(n, -1, dtype=np.int64)
     bands, rows = lsh_params(threshold, num_perm)
-    mult = np.array([(0x9E3779B97F4A7C15 ^ (i * 0xBF58476D1CE4E5B9)) & 0xFFFFFFFFFFFFFFFF | 1 for i in range(rows)], dtype=np.uint64)
+    mult = np.array(
+        [(0x9E3779B97F4A7C15 ^ (i * 0xBF58476D1CE4E5B9)) & 0xFFFFFFFFFFFFFFFF | 1 for i in range(rows)], dtype=np.uint64
+    )
     need = int(np.ceil(threshold * num_perm))
     pairs: list[tuple[np.ndarray, np.ndarray]] = []
     with np.errstate(over="ignore"):

@@ -39,7 +39,16 @@ LABEL_TABLE: dict[str, tuple[str, ...]] = {
     "code": ("programming", "software", "coding", "code generation"),
     "math": ("mathematical", "mathematics", "math"),
     "stem": ("stem", "science", "data science", "physics", "chemistry", "biology"),
-    "other": ("literary", "creativ", "artistic", "task generation", "multilingual", "translation", "role-play", "roleplay"),
+    "other": (
+        "literary",
+        "creativ",
+        "artistic",
+        "task generation",
+        "multilingual",
+        "translation",
+        "role-play",
+        "roleplay",
+    ),
 }
 
 _REACT = re.compile(r"^\s*(Thought|Think|Action|Act|Action Input|Observation)\s*:", re.M)

@@ -30,7 +30,8 @@ def token_counter(spec: FilterSpec) -> Callable[[str], int]:
         from transformers import AutoTokenizer
     except ImportError:
         raise ConfigError(
-            "filters.tokenizer needs the transformers package", hint="pip install transformers, or drop filters.tokenizer"
+            "filters.tokenizer needs the transformers package",
+            hint="pip install transformers, or drop filters.tokenizer",
         ) from None
     try:
         tok = AutoTokenizer.from_pretrained(spec.tokenizer)

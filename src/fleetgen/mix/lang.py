@@ -27,10 +27,19 @@ for _code, _words in _STOPWORDS.items():
         _LANGS_OF[_w] = _LANGS_OF.get(_w, ()) + (_code,)
 
 _NON_LETTERS = re.compile(r"[\W\d_]+", re.U)
-_SCRIPTS = [(code, re.compile(rng)) for code, rng in (
-    ("ja", "[\u3040-\u30ff]"), ("zh", "[\u4e00-\u9fff]"), ("ko", "[\uac00-\ud7af]"), ("ru", "[\u0400-\u04ff]"),
-    ("ar", "[\u0600-\u06ff]"), ("hi", "[\u0900-\u097f]"), ("th", "[\u0e00-\u0e7f]"), ("el", "[\u0370-\u03ff]"),
-)]
+_SCRIPTS = [
+    (code, re.compile(rng))
+    for code, rng in (
+        ("ja", "[\u3040-\u30ff]"),
+        ("zh", "[\u4e00-\u9fff]"),
+        ("ko", "[\uac00-\ud7af]"),
+        ("ru", "[\u0400-\u04ff]"),
+        ("ar", "[\u0600-\u06ff]"),
+        ("hi", "[\u0900-\u097f]"),
+        ("th", "[\u0e00-\u0e7f]"),
+        ("el", "[\u0370-\u03ff]"),
+    )
+]
 # Share of the letters a script needs to decide the language (kana is mixed with kanji in Japanese).
 _SCRIPT_SHARE = {"ja": 0.05, "zh": 0.15}
 

@@ -15,11 +15,32 @@ CommercialUse = Literal["yes", "no", "unknown"]
 UNKNOWN = "unknown"  # what a prompt records when neither the recipe nor the adapter knows its license
 
 # Licenses that allow commercial use (with attribution or share-alike terms, which a user still owes).
-PERMISSIVE = frozenset({
-    "apache-2.0", "mit", "bsd", "bsd-2-clause", "bsd-3-clause", "isc", "cc0-1.0", "unlicense", "cc-by-4.0",
-    "cc-by-3.0", "cc-by-sa-4.0", "cc-by-sa-3.0", "odc-by", "odbl", "pddl", "cdla-permissive-2.0",
-    "cdla-permissive-1.0", "cdla-sharing-1.0", "mpl-2.0", "lgpl-3.0", "gpl-3.0", "artistic-2.0",
-})
+PERMISSIVE = frozenset(
+    {
+        "apache-2.0",
+        "mit",
+        "bsd",
+        "bsd-2-clause",
+        "bsd-3-clause",
+        "isc",
+        "cc0-1.0",
+        "unlicense",
+        "cc-by-4.0",
+        "cc-by-3.0",
+        "cc-by-sa-4.0",
+        "cc-by-sa-3.0",
+        "odc-by",
+        "odbl",
+        "pddl",
+        "cdla-permissive-2.0",
+        "cdla-permissive-1.0",
+        "cdla-sharing-1.0",
+        "mpl-2.0",
+        "lgpl-3.0",
+        "gpl-3.0",
+        "artistic-2.0",
+    }
+)
 NONCOMMERCIAL_MARKERS = ("-nc", "noncommercial", "non-commercial")
 
 

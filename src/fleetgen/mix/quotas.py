@@ -68,7 +68,9 @@ def allocate(
         )
     if on_shortfall == "redistribute":
         while short > (0.5 if integer else 1e-9):
-            spare = {d: available.get(d, 0) - alloc[d] for d in shares if shares[d] > 0 and available.get(d, 0) > alloc[d]}
+            spare = {
+                d: available.get(d, 0) - alloc[d] for d in shares if shares[d] > 0 and available.get(d, 0) > alloc[d]
+            }
             if not spare:
                 break
             extra = _largest_remainder(short, {d: shares[d] for d in spare}, integer)

@@ -98,17 +98,20 @@ class FilterSpec(StrictModel):
         None, description="Hugging Face tokenizer path for exact token counts (needs transformers); default: estimate."
     )
 
-
     @field_validator("require_license")
     @classmethod
     def _lower(cls, v: list[str] | None) -> list[str] | None:
         if v is not None and not v:
-            raise ValueError("require_license is an empty list: it would drop every prompt; list licenses or leave it out")
+            raise ValueError(
+                "require_license is an empty list: it would drop every prompt; list licenses or leave it out"
+            )
         return None if v is None else [x.strip().lower() for x in v]
 
 
 class MixRecipe(StrictModel):
-    total: int = Field(ge=1, description="Number of prompts to write (rows), or of prompt tokens with quota_unit=tokens.")
+    total: int = Field(
+        ge=1, description="Number of prompts to write (rows), or of prompt tokens with quota_unit=tokens."
+    )
     seed: int = Field(0, description="Seed of every random choice; the same recipe and seed give the same file.")
     quota_unit: Literal["rows", "tokens"] = Field(
         "rows", description="Whether `total` and the quotas count prompts or prompt tokens."

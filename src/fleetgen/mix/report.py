@@ -79,27 +79,69 @@ def write_report(summary: MixSummary, out: Path, lengths_before: np.ndarray, len
 
     files = [out / "domain_shares.png", out / "source_shares.png", out / "prompt_lengths.png", out / "duplicates.png"]
     target = {a.domain: a.share for a in summary.domains}
-    _bars(files[0], "Domain shares", domains, {
-        "before": _shares(before, domains), "quota": [target.get(d, 0.0) for d in domains], "after": _shares(after, domains),
-    }, "share")
-    _bars(files[1], "Source shares", names, {"before": _shares(src_before, names), "after": _shares(src_after, names)}, "share")
+    _bars(
+        files[0],
+        "Domain shares",
+        domains,
+        {
+            "before": _shares(before, domains),
+            "quota": [target.get(d, 0.0) for d in domains],
+            "after": _shares(after, domains),
+        },
+        "share",
+    )
+    _bars(
+        files[1],
+        "Source shares",
+        names,
+        {"before": _shares(src_before, names), "after": _shares(src_after, names)},
+        "share",
+    )
     _histogram(files[2], lengths_before, lengths_after)
-    _bars(files[3], "Duplicates removed per source", names, {
-        "exact": [s.exact_duplicates for s in srcs], "near": [s.near_duplicates for s in srcs],
-    }, "rows")
+    _bars(
+        files[3],
+        "Duplicates removed per source",
+        names,
+        {
+            "exact": [s.exact_duplicates for s in srcs],
+            "near": [s.near_duplicates for s in srcs],
+        },
+        "rows",
+    )
 
     unit = summary.quota_unit
     domain_rows = []
     for a in summary.domains:
-        domain_rows.append([
-            a.domain, f"{a.share:.3f}", f"{a.target:g}", f"{a.available:g}", f"{a.allocated:g}",
-            after.get(a.domain, 0), f"{_shares(before, [a.domain])[0]:.3f}", f"{_shares(after, [a.domain])[0]:.3f}", a.note or "",
-        ])
-    source_rows = [[
-        s.name, s.adapter, s.rows_read, sum(s.skipped.values()), sum(s.filtered.values()), s.capped,
-        s.exact_duplicates, s.near_duplicates, s.candidates, s.selected,
-        f"{_shares(src_before, [s.name])[0]:.3f}", f"{_shares(src_after, [s.name])[0]:.3f}",
-    ] for s in srcs]
+        domain_rows.append(
+            [
+                a.domain,
+                f"{a.share:.3f}",
+                f"{a.target:g}",
+                f"{a.available:g}",
+                f"{a.allocated:g}",
+                after.get(a.domain, 0),
+                f"{_shares(before, [a.domain])[0]:.3f}",
+                f"{_shares(after, [a.domain])[0]:.3f}",
+                a.note or "",
+            ]
+        )
+    source_rows = [
+        [
+            s.name,
+            s.adapter,
+            s.rows_read,
+            sum(s.skipped.values()),
+            sum(s.filtered.values()),
+            s.capped,
+            s.exact_duplicates,
+            s.near_duplicates,
+            s.candidates,
+            s.selected,
+            f"{_shares(src_before, [s.name])[0]:.3f}",
+            f"{_shares(src_after, [s.name])[0]:.3f}",
+        ]
+        for s in srcs
+    ]
     lic_rows = []
     for s in srcs:
         for lic, n in sorted(s.licenses.items()):
@@ -121,13 +163,40 @@ def write_report(summary: MixSummary, out: Path, lengths_before: np.ndarray, len
         "",
         "## Domains",
         "",
-        _table(["domain", "quota", f"target ({unit})", f"available ({unit})", f"allocated ({unit})", "written rows",
-                "share before", "share after", "note"], domain_rows),
+        _table(
+            [
+                "domain",
+                "quota",
+                f"target ({unit})",
+                f"available ({unit})",
+                f"allocated ({unit})",
+                "written rows",
+                "share before",
+                "share after",
+                "note",
+            ],
+            domain_rows,
+        ),
         "",
         "## Sources",
         "",
-        _table(["source", "adapter", "read", "skipped", "filtered", "capped", "exact dups", "near dups", "candidates",
-                "written", "share before", "share after"], source_rows),
+        _table(
+            [
+                "source",
+                "adapter",
+                "read",
+                "skipped",
+                "filtered",
+                "capped",
+                "exact dups",
+                "near dups",
+                "candidates",
+                "written",
+                "share before",
+                "share after",
+            ],
+            source_rows,
+        ),
         "",
         "## Licenses",
         "",

@@ -57,21 +57,26 @@ class RowSource:
                 raise InputError(f"source {self.spec.name!r}: no .jsonl/.json/.parquet files in {p}")
             return files
         if not p.name.endswith(LOCAL_SUFFIXES):
-            raise InputError(f"source {self.spec.name!r}: unsupported file type {p.name}", hint="use .jsonl, .json or .parquet")
+            raise InputError(
+                f"source {self.spec.name!r}: unsupported file type {p.name}", hint="use .jsonl, .json or .parquet"
+            )
         return [p]
 
     def _load_hub(self) -> Any:
         try:
             import datasets
         except ImportError:
-            raise InputError("reading from the Hugging Face Hub needs `datasets`", hint="pip install 'fleetgen[mix]'") from None
+            raise InputError(
+                "reading from the Hugging Face Hub needs `datasets`", hint="pip install 'fleetgen[mix]'"
+            ) from None
         s = self.spec
         try:
             return datasets.load_dataset(s.path, s.config, split=s.split)
         except Exception as e:  # datasets raises many types (DatasetNotFoundError, ConnectionError, ValueError)
             raise InputError(
                 f"source {s.name!r}: cannot load {s.path}"
-                + (f" config {s.config}" if s.config else "") + f" split {s.split}: {type(e).__name__}: {e}",
+                + (f" config {s.config}" if s.config else "")
+                + f" split {s.split}: {type(e).__name__}: {e}",
                 hint="check the repo id, config and split, and network access (or use a local file)",
             ) from None
 

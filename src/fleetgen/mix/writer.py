@@ -78,25 +78,38 @@ def write_records(lines: Iterator[bytes], output: Path, fmt: str, batch_rows: in
             import pyarrow as pa
             import pyarrow.parquet as pq
 
-            schema = pa.schema([
-                ("id", pa.string()),
-                ("messages", pa.list_(pa.struct([
-                    ("role", pa.string()), ("content", pa.string()),
-                    ("tool_calls", pa.string()), ("tool_call_id", pa.string()),
-                ]))),
-                ("tools", pa.string()),
-                ("meta", pa.string()),
-            ])
+            schema = pa.schema(
+                [
+                    ("id", pa.string()),
+                    (
+                        "messages",
+                        pa.list_(
+                            pa.struct(
+                                [
+                                    ("role", pa.string()),
+                                    ("content", pa.string()),
+                                    ("tool_calls", pa.string()),
+                                    ("tool_call_id", pa.string()),
+                                ]
+                            )
+                        ),
+                    ),
+                    ("tools", pa.string()),
+                    ("meta", pa.string()),
+                ]
+            )
             with pq.ParquetWriter(fh, schema, compression="zstd") as w:
                 batch: list[dict[str, Any]] = []
                 for line in lines:
                     r = orjson.loads(line)
-                    batch.append({
-                        "id": r["id"],
-                        "messages": [_message_row(m) for m in r["messages"]],
-                        "tools": orjson.dumps(r["tools"]).decode() if r.get("tools") else None,
-                        "meta": orjson.dumps(r.get("meta", {})).decode(),
-                    })
+                    batch.append(
+                        {
+                            "id": r["id"],
+                            "messages": [_message_row(m) for m in r["messages"]],
+                            "tools": orjson.dumps(r["tools"]).decode() if r.get("tools") else None,
+                            "meta": orjson.dumps(r.get("meta", {})).decode(),
+                        }
+                    )
                     if len(batch) >= batch_rows:
                         w.write_table(pa.Table.from_pylist(batch, schema=schema))
                         n += len(batch)

@@ -136,7 +136,9 @@ def _convert(gguf: Path, out: Path) -> None:
         config = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
         plain = copy.deepcopy(config)
         step("dequantizing the weights")
-        loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, config=config, dtype=torch.float32)
+        loaded = AutoModelForCausalLM.from_pretrained(
+            gguf.parent, gguf_file=gguf.name, config=config, dtype=torch.float32
+        )
     # The GGUF-loaded model keeps a quantization config that save_pretrained refuses; a fresh
     # model from a clean config with the dequantized weights saves as plain safetensors.
     if hasattr(plain, "quantization_config"):

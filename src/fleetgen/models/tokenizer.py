@@ -64,7 +64,9 @@ class LocalTokenizer:
     def __call__(self, text: str, add_special_tokens: bool = False) -> dict[str, list[int]]:
         return {"input_ids": self.encode(text, add_special_tokens)}
 
-    def decode(self, ids: list[int], skip_special_tokens: bool = False, clean_up_tokenization_spaces: bool = False) -> str:
+    def decode(
+        self, ids: list[int], skip_special_tokens: bool = False, clean_up_tokenization_spaces: bool = False
+    ) -> str:
         if clean_up_tokenization_spaces:
             raise ValueError("LocalTokenizer decodes without clean-up only (the text as sampled)")
         return self._tok.decode(ids, skip_special_tokens=skip_special_tokens)
@@ -102,7 +104,9 @@ def local_directory(name: str) -> Path | None:
     return Path(found).parent if isinstance(found, str) else None
 
 
-def find_tokenizer(explicit: str | None = None, fleet_model: str | None = None, served: str | None = None) -> TokenizerSource:
+def find_tokenizer(
+    explicit: str | None = None, fleet_model: str | None = None, served: str | None = None
+) -> TokenizerSource:
     """The tokenizer to use, from local files: `--tokenizer`, else the fleet's model, else the served name if it is local."""
     for name, origin in ((explicit, "--tokenizer"), (fleet_model, "the fleet's model"), (served, "the run's model")):
         if not name:
@@ -123,5 +127,7 @@ def load_local(source: TokenizerSource) -> LocalTokenizer | None:
     try:
         return LocalTokenizer(source.path)
     except Exception as e:  # a tokenizer.json this tokenizers version cannot read
-        log.warning(f"tokenizer at {source.path} not readable ({type(e).__name__}: {e}); counts use the recorded ids only")
+        log.warning(
+            f"tokenizer at {source.path} not readable ({type(e).__name__}: {e}); counts use the recorded ids only"
+        )
         return None

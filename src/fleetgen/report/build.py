@@ -75,25 +75,53 @@ def build_report(
     identities_section(doc, run)
     target = _mix_target(run)
     doc.heading("Mix")
-    doc.text(f"Share of prompt ids per `meta.domain`, over every result row ({len(run.rows)})"
-             + (", against the mix recipe's target." if target else "."))
+    doc.text(
+        f"Share of prompt ids per `meta.domain`, over every result row ({len(run.rows)})"
+        + (", against the mix recipe's target." if target else ".")
+    )
     _image(doc, plots.mix_shares(run, dest / "mix_shares.png", target), "mix shares")
     _domain_table(doc, run, target)
 
     doc.heading("Throughput")
-    doc.text("Output tokens per second of every result row, spread over the time it was in flight, per replica"
-             + (f"; the {len(spans)} runs placed end to end (the time between them left out), a dashed line where each "
-                "run after the first starts." if len(spans) > 1 else "."))
+    doc.text(
+        "Output tokens per second of every result row, spread over the time it was in flight, per replica"
+        + (
+            f"; the {len(spans)} runs placed end to end (the time between them left out), a dashed line where each "
+            "run after the first starts."
+            if len(spans) > 1
+            else "."
+        )
+    )
     _image(doc, plots.throughput(run, dest / "throughput.png", spans), "throughput over time per replica")
     _replica_table(doc, run, spans)
 
     doc.heading("Lengths")
-    doc.text(f"Over every result row ({len(run.rows)}); completion tokens as the server counted them (usage), which "
-             "are the sampled ids the rows record.")
-    _image(doc, plots.length_hist(run, dest / "output_lengths.png", "completion_tokens", "Output length by domain",
-                                  "completion tokens per row (all regenerated turns)"), "output lengths")
-    _image(doc, plots.length_hist(run, dest / "prompt_lengths.png", "prompt_tokens", "Prompt length by domain",
-                                  "prompt tokens per row (summed over turns)"), "prompt lengths")
+    doc.text(
+        f"Over every result row ({len(run.rows)}); completion tokens as the server counted them (usage), which "
+        "are the sampled ids the rows record."
+    )
+    _image(
+        doc,
+        plots.length_hist(
+            run,
+            dest / "output_lengths.png",
+            "completion_tokens",
+            "Output length by domain",
+            "completion tokens per row (all regenerated turns)",
+        ),
+        "output lengths",
+    )
+    _image(
+        doc,
+        plots.length_hist(
+            run,
+            dest / "prompt_lengths.png",
+            "prompt_tokens",
+            "Prompt length by domain",
+            "prompt tokens per row (summed over turns)",
+        ),
+        "prompt lengths",
+    )
     _reasoning(doc, run, dest, source, tok)
 
     doc.heading("Finish reasons")
@@ -132,8 +160,10 @@ def _image(doc: Document, chart: plots.Chart, alt: str) -> None:
 def _overview(doc: Document, run: Run, spans: list[Span], unrecorded: list) -> None:
     doc.heading("Overview")
     n = len(run.rows)
-    doc.text(f"Totals over every row of the output: {n} result rows (results*.jsonl) and {sum(run.errors.values())} "
-             f"error rows (errors*.jsonl), made by {_runs_phrase(spans, unrecorded)}.")
+    doc.text(
+        f"Totals over every row of the output: {n} result rows (results*.jsonl) and {sum(run.errors.values())} "
+        f"error rows (errors*.jsonl), made by {_runs_phrase(spans, unrecorded)}."
+    )
     truncated = sum(r.truncated for r in run.rows)
     rows: list[list[object]] = [
         ["output directory", f"`{run.outdir}`"],
@@ -149,12 +179,19 @@ def _overview(doc: Document, run: Run, spans: list[Span], unrecorded: list) -> N
         killed = sum(s.killed for s in spans)
         tokens = sum(s.completion_tokens for s in spans)
         rows += [
-            [f"generate wall time (s), the sum of the {len(spans)} runs"
-             + (f" ({killed} killed: counted to their last row)" if killed else ""), round(wall, 1)],
-            ["elapsed (s), first run's start to last run's end (the time between runs included)",
-             round(spans[-1].end - spans[0].started_at, 1)],
-            [f"output tokens / s over the runs' wall time ({tokens} tokens of the recorded runs' rows)",
-             round(tokens / wall, 1) if wall > 0 else "-"],
+            [
+                f"generate wall time (s), the sum of the {len(spans)} runs"
+                + (f" ({killed} killed: counted to their last row)" if killed else ""),
+                round(wall, 1),
+            ],
+            [
+                "elapsed (s), first run's start to last run's end (the time between runs included)",
+                round(spans[-1].end - spans[0].started_at, 1),
+            ],
+            [
+                f"output tokens / s over the runs' wall time ({tokens} tokens of the recorded runs' rows)",
+                round(tokens / wall, 1) if wall > 0 else "-",
+            ],
             ["last run", spans[-1].outcome],
         ]
     elif run.stats:
@@ -188,42 +225,98 @@ def _runs_section(doc: Document, run: Run, spans: list[Span], unrecorded: list) 
     if not spans:
         return
     doc.heading("Runs")
-    doc.text("Each generate run of this output (runs.jsonl; the shards of one command are one run). A row belongs to "
-             "the run during which it was sent. Wall time: the run's own clock; for a run killed without an end, its "
-             "start to its last row. Rows and tokens of the runs add up to the totals above.")
+    doc.text(
+        "Each generate run of this output (runs.jsonl; the shards of one command are one run). A row belongs to "
+        "the run during which it was sent. Wall time: the run's own clock; for a run killed without an end, its "
+        "start to its last row. Rows and tokens of the runs add up to the totals above."
+    )
     table: list[list[object]] = []
     for s in spans:
         tok = s.completion_tokens
-        table.append([
-            s.index, when(s.started_at), when(s.end), round(s.wall_s, 1), len(s.rows), tok,
-            round(tok / s.wall_s, 1) if s.wall_s > 0 else "-",
-            ", ".join(f"`{j}`" for j in s.jobs) or "-", s.outcome,
-            ", ".join(sorted({f"{r.host}:{r.pid}" for r in s.records})) if len(s.records) <= 4 else f"{len(s.records)} processes",
-        ])
+        table.append(
+            [
+                s.index,
+                when(s.started_at),
+                when(s.end),
+                round(s.wall_s, 1),
+                len(s.rows),
+                tok,
+                round(tok / s.wall_s, 1) if s.wall_s > 0 else "-",
+                ", ".join(f"`{j}`" for j in s.jobs) or "-",
+                s.outcome,
+                ", ".join(sorted({f"{r.host}:{r.pid}" for r in s.records}))
+                if len(s.records) <= 4
+                else f"{len(s.records)} processes",
+            ]
+        )
     if unrecorded:
-        table.append(["-", "-", "-", "-", len(unrecorded), sum(r.completion_tokens for r in unrecorded), "-", "-",
-                      "rows of runs not in runs.jsonl (an older fleetgen, or its start not written)", "-"])
-    table.append(["all", when(spans[0].started_at), when(spans[-1].end), round(sum(s.wall_s for s in spans), 1),
-                  len(run.rows), sum(r.completion_tokens for r in run.rows), "-", "-", "", ""])
-    doc.table(["run", "start (UTC)", "end (UTC)", "wall (s)", "result rows", "completion tokens", "output tok/s",
-               "identity (job)", "how it ended", "host:pid"], table)
+        table.append(
+            [
+                "-",
+                "-",
+                "-",
+                "-",
+                len(unrecorded),
+                sum(r.completion_tokens for r in unrecorded),
+                "-",
+                "-",
+                "rows of runs not in runs.jsonl (an older fleetgen, or its start not written)",
+                "-",
+            ]
+        )
+    table.append(
+        [
+            "all",
+            when(spans[0].started_at),
+            when(spans[-1].end),
+            round(sum(s.wall_s for s in spans), 1),
+            len(run.rows),
+            sum(r.completion_tokens for r in run.rows),
+            "-",
+            "-",
+            "",
+            "",
+        ]
+    )
+    doc.table(
+        [
+            "run",
+            "start (UTC)",
+            "end (UTC)",
+            "wall (s)",
+            "result rows",
+            "completion tokens",
+            "output tok/s",
+            "identity (job)",
+            "how it ended",
+            "host:pid",
+        ],
+        table,
+    )
 
 
 def _reasoning(doc: Document, run: Run, dest: Path, source: TokenizerSource, tok: LocalTokenizer | None) -> None:
     with_reasoning = [r for r in run.rows if r.has_reasoning]
     if not with_reasoning:
-        doc.text("*No reasoning vs answer chart: no row has reasoning_content (the model wrote no reasoning, or the "
-                 "server ran no reasoning parser).*")
+        doc.text(
+            "*No reasoning vs answer chart: no row has reasoning_content (the model wrote no reasoning, or the "
+            "server ran no reasoning parser).*"
+        )
         return
     counted = all(r.reasoning_tokens is not None for r in run.rows)
     if counted:
         unit, why = "tokens", "sampled ids, split at `</think>`"
     else:
         unit = "characters"
-        why = ("tokens cannot be told apart without the tokenizer's `</think>` id: " + source.origin if tok is None
-               else "some rows have no ids for a turn, or no `</think>` in a turn with reasoning")
-    doc.text(f"Mean reasoning and answer length per row, by domain, over every result row ({len(run.rows)}; "
-             f"{len(with_reasoning)} with reasoning), in {unit} ({why}).")
+        why = (
+            "tokens cannot be told apart without the tokenizer's `</think>` id: " + source.origin
+            if tok is None
+            else "some rows have no ids for a turn, or no `</think>` in a turn with reasoning"
+        )
+    doc.text(
+        f"Mean reasoning and answer length per row, by domain, over every result row ({len(run.rows)}; "
+        f"{len(with_reasoning)} with reasoning), in {unit} ({why})."
+    )
     _image(doc, plots.reasoning_vs_answer(run, dest / "reasoning_vs_answer.png", unit), "reasoning vs answer")
 
 
@@ -248,12 +341,20 @@ def _token_ids(doc: Document, run: Run, source: TokenizerSource, tok: LocalToken
             if m.turns >= FIDELITY_TURNS:
                 break
     if m.turns:
-        rows.append([f"turns whose decoded text re-encodes to other ids (first {m.turns} turns with ids)",
-                     f"{m.turns_differing} ({_pct(100 * m.turn_share)})"])
-        rows.append(["sampled tokens a re-encoding would change", f"{m.tokens_affected} of {m.tokens} ({m.token_share:.2%})"])
+        rows.append(
+            [
+                f"turns whose decoded text re-encodes to other ids (first {m.turns} turns with ids)",
+                f"{m.turns_differing} ({_pct(100 * m.turn_share)})",
+            ]
+        )
+        rows.append(
+            ["sampled tokens a re-encoding would change", f"{m.tokens_affected} of {m.tokens} ({m.token_share:.2%})"]
+        )
     rows.append(["tokenizer (for the round trip)", str(source.path) if tok is not None else f"none: {source.origin}"])
-    doc.text("Ids are what the server was fed and sampled (before reasoning and tool-call parsing); token exports use "
-             "them as they are. A text round trip re-encodes to the canonical tokenization, which is not always the one sampled.")
+    doc.text(
+        "Ids are what the server was fed and sampled (before reasoning and tool-call parsing); token exports use "
+        "them as they are. A text round trip re-encodes to the canonical tokenization, which is not always the one sampled."
+    )
     doc.table(["", "value"], rows)
 
 
@@ -276,12 +377,21 @@ def _domain_table(doc: Document, run: Run, target: dict[str, float] | None) -> N
         ids = {r.id for r in rs}
         out = [r.completion_tokens for r in rs]
         stop = sum(f == "stop" for r in rs for f in r.finish) / max(1, sum(len(r.finish) for r in rs))
-        rows.append([
-            d, len(ids), _pct(100 * len(ids) / n_prompts),
-            _pct(100 * target.get(d, 0)) if target else "-",
-            len(rs), int(np.median(out)), int(np.percentile(out, 95)), _pct(100 * stop),
-        ])
-    doc.table(["domain", "prompts", "share", "mix target", "rows", "median out tok", "p95 out tok", "finished (stop)"], rows)
+        rows.append(
+            [
+                d,
+                len(ids),
+                _pct(100 * len(ids) / n_prompts),
+                _pct(100 * target.get(d, 0)) if target else "-",
+                len(rs),
+                int(np.median(out)),
+                int(np.percentile(out, 95)),
+                _pct(100 * stop),
+            ]
+        )
+    doc.table(
+        ["domain", "prompts", "share", "mix target", "rows", "median out tok", "p95 out tok", "finished (stop)"], rows
+    )
 
 
 def _replica_table(doc: Document, run: Run, spans: list[Span]) -> None:
@@ -293,9 +403,24 @@ def _replica_table(doc: Document, run: Run, spans: list[Span]) -> None:
         wall = float(stats.get("wall_s") or 0.0)
         for r in stats.get("replicas") or []:
             key = str(r.get("endpoint"))
-            agg = reps.setdefault(key, {"endpoint": key, "index": r.get("index"), "requests": 0, "ok": 0, "failures": 0, "completion_tokens": 0,
-                                        "ejections": 0, "engine_preemptions": 0, "moved": 0, "wall": 0.0, "low": None,
-                                        "high": None, "gone": []})
+            agg = reps.setdefault(
+                key,
+                {
+                    "endpoint": key,
+                    "index": r.get("index"),
+                    "requests": 0,
+                    "ok": 0,
+                    "failures": 0,
+                    "completion_tokens": 0,
+                    "ejections": 0,
+                    "engine_preemptions": 0,
+                    "moved": 0,
+                    "wall": 0.0,
+                    "low": None,
+                    "high": None,
+                    "gone": [],
+                },
+            )
             for k in ("requests", "ok", "failures", "completion_tokens", "ejections", "engine_preemptions", "moved"):
                 agg[k] += int(r.get(k) or 0)
             agg["wall"] += wall
@@ -310,24 +435,52 @@ def _replica_table(doc: Document, run: Run, spans: list[Span]) -> None:
         return
     if spans:
         missing = sum(1 for s in spans for r in s.records if not r.stats)
-        scope = (f"summed over the {len(counted)} run process(es) that recorded their end"
-                 + (f" ({missing} killed before theirs: not counted here, their rows are)" if missing else ""))
+        scope = f"summed over the {len(counted)} run process(es) that recorded their end" + (
+            f" ({missing} killed before theirs: not counted here, their rows are)" if missing else ""
+        )
     else:
         scope = "the last run only (stats.json; this output has no runs.jsonl)"
-    doc.text(f"Result rows per replica: every result row, by the replica that answered. Requests, failures, tokens, "
-             f"ejections: {scope}. In-flight limit: the range it moved in.")
+    doc.text(
+        f"Result rows per replica: every result row, by the replica that answered. Requests, failures, tokens, "
+        f"ejections: {scope}. In-flight limit: the range it moved in."
+    )
     table = []
     for key in sorted(set(reps) | set(rows_by)):
         a = reps.get(key)
         if a is None:
             table.append([key, rows_by.get(key, 0)] + ["-"] * 9)
             continue
-        table.append([key, rows_by.get(key, 0), f"{a['low']}-{a['high']}" if a["low"] is not None else "-", a["requests"],
-                      a["ok"], a["failures"], a["completion_tokens"],
-                      round(a["completion_tokens"] / a["wall"], 1) if a["wall"] > 0 else "-", a["ejections"],
-                      a["engine_preemptions"], a["moved"]])
-    doc.table(["replica", "result rows", "in-flight limit (range)", "requests", "ok", "failures", "completion tokens",
-               "output tok/s", "ejections", "engine preemptions", "moved"], table)
+        table.append(
+            [
+                key,
+                rows_by.get(key, 0),
+                f"{a['low']}-{a['high']}" if a["low"] is not None else "-",
+                a["requests"],
+                a["ok"],
+                a["failures"],
+                a["completion_tokens"],
+                round(a["completion_tokens"] / a["wall"], 1) if a["wall"] > 0 else "-",
+                a["ejections"],
+                a["engine_preemptions"],
+                a["moved"],
+            ]
+        )
+    doc.table(
+        [
+            "replica",
+            "result rows",
+            "in-flight limit (range)",
+            "requests",
+            "ok",
+            "failures",
+            "completion tokens",
+            "output tok/s",
+            "ejections",
+            "engine preemptions",
+            "moved",
+        ],
+        table,
+    )
     for key, a in reps.items():
         for gone in a["gone"]:
             doc.text(f"Replica {a['index']} ({key}) stopped answering {describe_silence(gone)}.")

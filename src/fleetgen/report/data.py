@@ -102,7 +102,9 @@ def _packed_len(value: Any) -> int:
     return len(value) if isinstance(value, list) else len(value or "") // 4
 
 
-def _token_split(rec: dict[str, Any], assistants: list[dict[str, Any]], think_close: int | None) -> tuple[int | None, int | None]:
+def _token_split(
+    rec: dict[str, Any], assistants: list[dict[str, Any]], think_close: int | None
+) -> tuple[int | None, int | None]:
     """(reasoning tokens, answer tokens) of a record from its sampled ids; (None, None) where they cannot be told."""
     field_ = rec.get("token_ids")
     turns = field_.get("turns") if isinstance(field_, dict) else None

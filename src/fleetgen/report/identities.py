@@ -20,8 +20,10 @@ def identity_rows(run: Run) -> list[dict[str, Any]]:
     """One entry per identity (history order, then any digest only the rows name, then untagged) with its counts."""
     results = Counter(r.job for r in run.rows)
     errors = run.error_jobs
-    entries = [{"job": e["job"], "since": e.get("since"), "forced": bool(e.get("forced")), "identity": e.get("identity")}
-               for e in run.history]
+    entries = [
+        {"job": e["job"], "since": e.get("since"), "forced": bool(e.get("forced")), "identity": e.get("identity")}
+        for e in run.history
+    ]
     known = {e["job"] for e in entries}
     for digest in sorted(d for d in set(results) | set(errors) if d is not None and d not in known):
         entries.append({"job": digest, "since": None, "forced": False, "identity": None})  # history lost or edited
@@ -39,14 +41,18 @@ def _what(identity: Any, first: Any) -> str:
         return "-"
     if identity is first or not isinstance(first, dict):
         prompts = identity.get("prompts") or {}
-        return f"model {identity.get('model')}, {prompts.get('rows')} prompts (sha256 {str(prompts.get('sha256'))[:12]}…)"
+        return (
+            f"model {identity.get('model')}, {prompts.get('rows')} prompts (sha256 {str(prompts.get('sha256'))[:12]}…)"
+        )
     changed = []
     for key in sorted(set(identity) | set(first)):
         a, b = first.get(key), identity.get(key)
         if a == b:
             continue
         if isinstance(a, dict) and isinstance(b, dict):
-            changed += [f"{key}.{k} {a.get(k)!r} → {b.get(k)!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+            changed += [
+                f"{key}.{k} {a.get(k)!r} → {b.get(k)!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)
+            ]
         else:
             changed.append(f"{key} {a!r} → {b!r}")
     return "; ".join(changed) or "same"
@@ -58,11 +64,22 @@ def identities_section(doc: Document, run: Run) -> None:
         return
     doc.heading("Job identity")
     if len(entries) > 1:
-        doc.text("This output was made by more than one job identity (a resume under `--force`, or rows from before "
-                 "identities were tagged): each row carries the digest of the one that made it.")
+        doc.text(
+            "This output was made by more than one job identity (a resume under `--force`, or rows from before "
+            "identities were tagged): each row carries the digest of the one that made it."
+        )
     first = entries[0]["identity"]
     doc.table(
         ["job", "since", "forced", "identity", "result rows", "error rows"],
-        [[f"`{e['job']}`", e["since"] or "-", "yes" if e["forced"] else "", _what(e["identity"], first),
-          e["results"], e["errors"]] for e in entries],
+        [
+            [
+                f"`{e['job']}`",
+                e["since"] or "-",
+                "yes" if e["forced"] else "",
+                _what(e["identity"], first),
+                e["results"],
+                e["errors"],
+            ]
+            for e in entries
+        ],
     )

@@ -28,10 +28,16 @@ def profiles_section(doc: Document, run: Run) -> None:
         out = [r.completion_tokens for r in rs]
         finish = Counter(f for r in rs for f in r.finish)
         turns = sum(finish.values()) or 1
-        table.append([
-            name, len(rs), f"{100 * len(rs) / total:.1f}%", int(np.median(out)), int(np.percentile(out, 95)),
-            ", ".join(f"{k} {100 * v / turns:.0f}%" for k, v in finish.most_common()),
-        ])
+        table.append(
+            [
+                name,
+                len(rs),
+                f"{100 * len(rs) / total:.1f}%",
+                int(np.median(out)),
+                int(np.percentile(out, 95)),
+                ", ".join(f"{k} {100 * v / turns:.0f}%" for k, v in finish.most_common()),
+            ]
+        )
     for name in declared:
         if name not in by:
             table.append([name, 0, "0.0%", "-", "-", "-"])

@@ -18,7 +18,7 @@ MEANING = {
 
 def tool_turns_section(doc: Document, run: Run) -> None:
     """A section only when the run holds tool results or cut samples."""
-    counts = ((run.stats or {}).get("tool_turns") or {})
+    counts = (run.stats or {}).get("tool_turns") or {}
     cuts = Counter(r.cut for r in run.rows if r.cut)
     if not cuts and not counts.get("results_kept") and not counts.get("results_dropped"):
         return
@@ -27,7 +27,10 @@ def tool_turns_section(doc: Document, run: Run) -> None:
         "A recorded tool result is kept only after a regenerated call it answers; where the target diverged, "
         "the sample ends at the target's own turn (kept and supervised) and the row's `cut` says why."
     )
-    rows = [[reason, n, f"{100 * n / max(1, len(run.rows)):.1f}%", MEANING.get(reason, "")] for reason, n in cuts.most_common()]
+    rows = [
+        [reason, n, f"{100 * n / max(1, len(run.rows)):.1f}%", MEANING.get(reason, "")]
+        for reason, n in cuts.most_common()
+    ]
     doc.table(["cut reason", "rows", "share of rows", "meaning"], rows or [["(none)", 0, "0.0%", "no sample was cut"]])
     if counts:
         doc.text(

@@ -118,7 +118,9 @@ class DoneSet:
         """Whether samples 0 to samples-1 of `rid` are all recorded (one hash and one probe, for the skip pass)."""
         if not self._n:
             return False  # a fresh run: no hash needed
-        return self.has_all_hash(int.from_bytes(blake2b(rid.encode("utf-8", "surrogatepass"), digest_size=16).digest(), "little"), samples)
+        return self.has_all_hash(
+            int.from_bytes(blake2b(rid.encode("utf-8", "surrogatepass"), digest_size=16).digest(), "little"), samples
+        )
 
     def has_all_hash(self, h: int, samples: int) -> bool:
         """has_all for an id whose hash (id_hash) the caller already has."""
@@ -176,8 +178,9 @@ class DoneSet:
         return memoryview(self._t).cast("B")
 
     @classmethod
-    def over(cls, table: memoryview, n: int, wide: set[tuple[int, int]], bad_lines: set[int],
-             results: int, errors: int) -> DoneSet:
+    def over(
+        cls, table: memoryview, n: int, wide: set[tuple[int, int]], bad_lines: set[int], results: int, errors: int
+    ) -> DoneSet:
         """A done set whose table is `table` (64-bit words, 3 a slot, a power of two slots), used in place, not copied.
 
         `table` may be a private (copy-on-write) mapping of a snapshot file: only the pages a
@@ -205,7 +208,9 @@ class DoneSet:
         """
         new = 0
         for start in range(0, len(lo), CHUNK):
-            new += self._insert(*(np.ascontiguousarray(a[start : start + CHUNK], dtype=np.uint64) for a in (lo, hi, sample)))
+            new += self._insert(
+                *(np.ascontiguousarray(a[start : start + CHUNK], dtype=np.uint64) for a in (lo, hi, sample))
+            )
         return new
 
     def _insert(self, lo: np.ndarray, hi: np.ndarray, sample: np.ndarray) -> int:

@@ -11,10 +11,21 @@ ROLES = ("system", "user", "assistant", "tool")
 # `generate`, so a file `mix` reads is never refused by `generate` for its speaker names.
 SHAREGPT_ROLES = {
     "system": "system",
-    "human": "user", "user": "user", "prompter": "user",
-    "gpt": "assistant", "assistant": "assistant", "model": "assistant", "chatgpt": "assistant",
-    "bing": "assistant", "bot": "assistant", "function_call": "assistant",
-    "tool": "tool", "function": "tool", "observation": "tool", "function_response": "tool", "ipython": "tool",
+    "human": "user",
+    "user": "user",
+    "prompter": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "model": "assistant",
+    "chatgpt": "assistant",
+    "bing": "assistant",
+    "bot": "assistant",
+    "function_call": "assistant",
+    "tool": "tool",
+    "function": "tool",
+    "observation": "tool",
+    "function_response": "tool",
+    "ipython": "tool",
 }
 
 
@@ -51,7 +62,9 @@ def text_of(content: Any) -> str:
             elif isinstance(p, dict):
                 raise RecordError("non-text content part", f"part {i} has type {p.get('type')!r}, only 'text' is read")
             else:
-                raise RecordError("non-text content part", f"part {i} is a {type(p).__name__}, not a {{type: text}} object")
+                raise RecordError(
+                    "non-text content part", f"part {i} is a {type(p).__name__}, not a {{type: text}} object"
+                )
         return "\n".join(parts)
     raise RecordError("content is not text", type(content).__name__)
 

@@ -63,8 +63,19 @@ def run_started(outdir: Path, *, shard: str = "", job: str | None = None, model_
     """Append this run's start; returns its id for run_ended (None if it could not be written: the run goes on)."""
     run = uuid.uuid4().hex[:12]
     try:
-        _append(outdir, {"run": run, "event": "start", "at": round(time.time(), 3), "host": socket.gethostname(),
-                         "pid": os.getpid(), "shard": shard, "job": job, "model_path": model_path})
+        _append(
+            outdir,
+            {
+                "run": run,
+                "event": "start",
+                "at": round(time.time(), 3),
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "shard": shard,
+                "job": job,
+                "model_path": model_path,
+            },
+        )
     except OSError as e:  # the rows matter more than this record of them: the report then counts them as unrecorded
         log.warning(f"{RUNS} not written ({e}); the report will list this run's rows as from an unrecorded run")
         return None
@@ -96,8 +107,18 @@ def read_runs(outdir: Path) -> list[RunRecord]:
         if not isinstance(e, dict) or not isinstance(e.get("run"), str) or not isinstance(e.get("at"), (int, float)):
             continue
         if e.get("event") == "start":
-            runs.setdefault(e["run"], RunRecord(e["run"], float(e["at"]), e.get("host"), e.get("pid"),
-                                                str(e.get("shard") or ""), e.get("job"), e.get("model_path")))
+            runs.setdefault(
+                e["run"],
+                RunRecord(
+                    e["run"],
+                    float(e["at"]),
+                    e.get("host"),
+                    e.get("pid"),
+                    str(e.get("shard") or ""),
+                    e.get("job"),
+                    e.get("model_path"),
+                ),
+            )
         elif e.get("event") == "end" and e["run"] in runs:
             runs[e["run"]].ended_at = float(e["at"])
             runs[e["run"]].stats = e.get("stats") if isinstance(e.get("stats"), dict) else {}

@@ -7,8 +7,16 @@ from typing import Any
 
 def merge_stats(parts: list[dict]) -> dict:
     """The stats.json of N shards as one run's: counters summed, rates added, wall the longest, replicas listed per shard."""
-    out: dict = {"rows": {}, "tokens": {}, "wall_s": 0.0, "output_tokens_per_s": 0.0, "interrupted": False,
-                 "stopped_reason": None, "replicas": [], "shards": len(parts)}
+    out: dict = {
+        "rows": {},
+        "tokens": {},
+        "wall_s": 0.0,
+        "output_tokens_per_s": 0.0,
+        "interrupted": False,
+        "stopped_reason": None,
+        "replicas": [],
+        "shards": len(parts),
+    }
     for part in parts:
         for group in ("rows", "tokens"):
             for key, value in (part.get(group) or {}).items():
@@ -33,8 +41,10 @@ def merge_stats(parts: list[dict]) -> dict:
 
 def describe_silence(gone: dict[str, Any]) -> str:
     """The words after "replica N stopped answering" for Stats.stopped_answering's dict (summary, report)."""
-    text = (f"{gone['since_s']:.1f}s into the run (its last answer; silent for {gone['silent_for_s']:.1f}s): "
-            f"{gone['unanswered']} request(s) got no answer there, {gone['moved']} of them answered by another replica")
+    text = (
+        f"{gone['since_s']:.1f}s into the run (its last answer; silent for {gone['silent_for_s']:.1f}s): "
+        f"{gone['unanswered']} request(s) got no answer there, {gone['moved']} of them answered by another replica"
+    )
     if gone.get("in_flight"):
         text += f", {gone['in_flight']} still in flight"
     return text

@@ -38,7 +38,7 @@ class StageBook:
 
     def invalidate_from(self, stage: str) -> list[str]:
         """Forget `stage` and every stage after it; returns those that were done."""
-        later = STAGES[STAGES.index(stage):]
+        later = STAGES[STAGES.index(stage) :]
         dropped = [s for s in later if s in self.done]
         for s in dropped:
             del self.done[s]

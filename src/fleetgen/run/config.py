@@ -48,7 +48,9 @@ class JobConfig(StrictModel):
     report: ReportSection | None = Field(None, description="Write a report with plots.")
     supervise: bool = Field(True, description="Restart replicas that die or hang during generate.")
     max_restarts: int = Field(3, ge=0, description="Restarts per replica before the supervisor gives up on it.")
-    hang_timeout_s: float = Field(180, gt=0, description="A replica with requests but no new token for this long is restarted.")
+    hang_timeout_s: float = Field(
+        180, gt=0, description="A replica with requests but no new token for this long is restarted."
+    )
 
     @model_validator(mode="after")
     def _inputs(self) -> JobConfig:

@@ -55,7 +55,9 @@ def read_warmup(stats_json: Path) -> Warmup:
         ok = int(s["rows"]["ok"])
         tokens = int(s["tokens"]["completion"])
     except FileNotFoundError:
-        raise InputError(f"no such stats file: {stats_json}", hint="point at the stats.json of a finished generate run") from None
+        raise InputError(
+            f"no such stats file: {stats_json}", hint="point at the stats.json of a finished generate run"
+        ) from None
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as e:
         raise InputError(f"{stats_json} is not a generate stats.json: {e}") from None
     if rate <= 0:
@@ -125,10 +127,12 @@ def format_plan(p: Plan) -> str:
     """A few lines a person reads before launching."""
     hours = p.wall_s / 3600
     basis = "assumed = max_tokens, an upper bound: measure it with --from-stats" if p.tokens_assumed else "per sample"
-    return "\n".join([
-        f"rows x samples:      {p.rows:,} x {p.samples} = {p.pairs:,}",
-        f"output tokens:       {p.output_tokens:,.0f} ({p.tokens_per_sample:,.0f} {basis})",
-        f"fleet throughput:    {p.tokens_per_s:,.0f} output tokens/s on {p.gpus} GPUs ({p.tokens_per_s / p.gpus:,.0f} per GPU)",
-        f"wall time:           {hours:,.1f} h ({hours / 24:,.2f} days)",
-        f"GPU-hours:           {p.gpu_hours:,.0f}",
-    ])
+    return "\n".join(
+        [
+            f"rows x samples:      {p.rows:,} x {p.samples} = {p.pairs:,}",
+            f"output tokens:       {p.output_tokens:,.0f} ({p.tokens_per_sample:,.0f} {basis})",
+            f"fleet throughput:    {p.tokens_per_s:,.0f} output tokens/s on {p.gpus} GPUs ({p.tokens_per_s / p.gpus:,.0f} per GPU)",
+            f"wall time:           {hours:,.1f} h ({hours / 24:,.2f} days)",
+            f"GPU-hours:           {p.gpu_hours:,.0f}",
+        ]
+    )

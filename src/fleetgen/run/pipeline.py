@@ -23,12 +23,21 @@ Callback = Callable[[RunEvent], None]
 class Pipeline:
     """One job in one work directory. Stages talk through files, never through each other's internals."""
 
-    def __init__(self, job: JobConfig, *, resume: bool, keep_fleet: bool, on_event: Callback | None = None,
-                 on_progress: Callable[[object], None] | None = None) -> None:
+    def __init__(
+        self,
+        job: JobConfig,
+        *,
+        resume: bool,
+        keep_fleet: bool,
+        on_event: Callback | None = None,
+        on_progress: Callable[[object], None] | None = None,
+    ) -> None:
         self.job = job
         self.resume = resume
         self.on_event = on_event or (lambda e: None)
-        self.ctx = Context(job, self.say, RunSummary(workdir=job.workdir), keep_fleet=keep_fleet, on_progress=on_progress)
+        self.ctx = Context(
+            job, self.say, RunSummary(workdir=job.workdir), keep_fleet=keep_fleet, on_progress=on_progress
+        )
 
     @property
     def summary(self) -> RunSummary:
@@ -41,8 +50,13 @@ class Pipeline:
 
     def stages(self) -> list[Stage]:
         """The job's stages in order: those its file has a section for (generate always)."""
-        sections = {"doctor": self.job.doctor, "mix": self.job.mix, "generate": self.job.generate,
-                    "export": self.job.export, "report": self.job.report}
+        sections = {
+            "doctor": self.job.doctor,
+            "mix": self.job.mix,
+            "generate": self.job.generate,
+            "export": self.job.export,
+            "report": self.job.report,
+        }
         return [kind(self.ctx) for kind in ORDER if sections[kind.name] is not None]
 
     async def run(self) -> RunSummary:
@@ -81,7 +95,9 @@ class Pipeline:
                     continue
                 if book.changed(stage.name, fp):
                     dropped = book.invalidate_from(stage.name)
-                    self.say(stage.name, "invalidated", f"its config or inputs changed: re-running {', '.join(dropped)}")
+                    self.say(
+                        stage.name, "invalidated", f"its config or inputs changed: re-running {', '.join(dropped)}"
+                    )
                 if not launched and not stage.gate:  # the first stage to run that no later one must wait for
                     launched = True
                     early = await self._head_starts(stages[i + 1 :], book)
@@ -121,7 +137,15 @@ class Pipeline:
                 s.report = stage.outputs()[0]
 
 
-def run_job(job: JobConfig, *, resume: bool = False, keep_fleet: bool = False, on_event: Callback | None = None,
-            on_progress: Callable[[object], None] | None = None) -> RunSummary:
+def run_job(
+    job: JobConfig,
+    *,
+    resume: bool = False,
+    keep_fleet: bool = False,
+    on_event: Callback | None = None,
+    on_progress: Callable[[object], None] | None = None,
+) -> RunSummary:
     """Run every configured stage of `job`; finished stages are skipped on resume."""
-    return asyncio.run(Pipeline(job, resume=resume, keep_fleet=keep_fleet, on_event=on_event, on_progress=on_progress).run())
+    return asyncio.run(
+        Pipeline(job, resume=resume, keep_fleet=keep_fleet, on_event=on_event, on_progress=on_progress).run()
+    )

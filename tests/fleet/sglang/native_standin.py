@@ -59,7 +59,11 @@ def main() -> None:
         return None
 
     def render_key(body: dict) -> tuple:
-        return (json.dumps(body.get("messages")), json.dumps(body.get("chat_template_kwargs")), json.dumps(body.get("tools")))
+        return (
+            json.dumps(body.get("messages")),
+            json.dumps(body.get("chat_template_kwargs")),
+            json.dumps(body.get("tools")),
+        )
 
     async def logged(request: web.Request) -> dict:
         body = await request.json() if request.can_read_body else {}
@@ -85,9 +89,15 @@ def main() -> None:
 
     async def chat(request):
         body = await logged(request)
-        answer = capture("/v1/chat/completions", lambda r: r["messages"] == body.get("messages")
-                         and r.get("max_tokens") == body.get("max_tokens") and r.get("temperature") == body.get("temperature")
-                         and r.get("chat_template_kwargs") == body.get("chat_template_kwargs"))
+        answer = capture(
+            "/v1/chat/completions",
+            lambda r: (
+                r["messages"] == body.get("messages")
+                and r.get("max_tokens") == body.get("max_tokens")
+                and r.get("temperature") == body.get("temperature")
+                and r.get("chat_template_kwargs") == body.get("chat_template_kwargs")
+            ),
+        )
         if answer is None:
             return web.json_response({"object": "error", "message": "stand-in: no capture answers this"}, status=500)
         return web.json_response(answer)
@@ -98,9 +108,17 @@ def main() -> None:
         if answer is not None:
             return web.json_response(answer)
         n = len(a.script)
-        return web.json_response({"text": a.script, "output_ids": [1000 + ord(ch) for ch in a.script], "meta_info": {
-            "finish_reason": {"type": "stop", "matched": 2}, "prompt_tokens": len(body.get("input_ids") or []),
-            "completion_tokens": n}})
+        return web.json_response(
+            {
+                "text": a.script,
+                "output_ids": [1000 + ord(ch) for ch in a.script],
+                "meta_info": {
+                    "finish_reason": {"type": "stop", "matched": 2},
+                    "prompt_tokens": len(body.get("input_ids") or []),
+                    "completion_tokens": n,
+                },
+            }
+        )
 
     async def separate_reasoning(request):
         body = await logged(request)
@@ -110,8 +128,9 @@ def main() -> None:
 
     async def parse_function_call(request):
         body = await logged(request)
-        parser = FunctionCallParser(tools=[Tool(**t) for t in body.get("tools") or []],
-                                    tool_call_parser=body.get("tool_call_parser"))
+        parser = FunctionCallParser(
+            tools=[Tool(**t) for t in body.get("tools") or []], tool_call_parser=body.get("tool_call_parser")
+        )
         normal, calls = parser.parse_non_stream(body["text"])
         return web.json_response({"normal_text": normal, "calls": [c.model_dump() for c in calls]})
 

@@ -28,16 +28,42 @@ import time
 from aiohttp import web
 
 SERVER_ARGS_DEFAULTS = {
-    "tokenizer_path": None, "tokenizer_mode": "auto", "skip_tokenizer_init": False, "load_format": "auto",
-    "trust_remote_code": False, "context_length": None, "is_embedding": False, "revision": None,
-    "dtype": "auto", "quantization": None, "kv_cache_dtype": "auto", "mem_fraction_static": 0.88,
-    "max_running_requests": None, "max_total_tokens": None, "chunked_prefill_size": 8192,
-    "max_prefill_tokens": 16384, "schedule_policy": "fcfs", "page_size": 1, "tp_size": 1, "dp_size": 1,
-    "enable_metrics": True, "api_key": None, "served_model_name": None, "reasoning_parser": None,
-    "tool_call_parser": None, "sampling_defaults": "model", "attention_backend": "flashinfer",
-    "prefill_attention_backend": None, "decode_attention_backend": None, "speculative_algorithm": None,
-    "mamba_ssm_dtype": None, "mamba_scheduler_strategy": "auto", "disable_radix_cache": False,
-    "cuda_graph_max_bs": 256, "disable_cuda_graph": False, "nccl_port": None,
+    "tokenizer_path": None,
+    "tokenizer_mode": "auto",
+    "skip_tokenizer_init": False,
+    "load_format": "auto",
+    "trust_remote_code": False,
+    "context_length": None,
+    "is_embedding": False,
+    "revision": None,
+    "dtype": "auto",
+    "quantization": None,
+    "kv_cache_dtype": "auto",
+    "mem_fraction_static": 0.88,
+    "max_running_requests": None,
+    "max_total_tokens": None,
+    "chunked_prefill_size": 8192,
+    "max_prefill_tokens": 16384,
+    "schedule_policy": "fcfs",
+    "page_size": 1,
+    "tp_size": 1,
+    "dp_size": 1,
+    "enable_metrics": True,
+    "api_key": None,
+    "served_model_name": None,
+    "reasoning_parser": None,
+    "tool_call_parser": None,
+    "sampling_defaults": "model",
+    "attention_backend": "flashinfer",
+    "prefill_attention_backend": None,
+    "decode_attention_backend": None,
+    "speculative_algorithm": None,
+    "mamba_ssm_dtype": None,
+    "mamba_scheduler_strategy": "auto",
+    "disable_radix_cache": False,
+    "cuda_graph_max_bs": 256,
+    "disable_cuda_graph": False,
+    "nccl_port": None,
 }
 
 
@@ -47,11 +73,25 @@ def log(line: str) -> None:
 
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser()
-    for flag in ("--model-path", "--served-model-name", "--host", "--api-key", "--reasoning-parser",
-                 "--attention-backend", "--mamba-scheduler-strategy", "--mamba-ssm-dtype"):
+    for flag in (
+        "--model-path",
+        "--served-model-name",
+        "--host",
+        "--api-key",
+        "--reasoning-parser",
+        "--attention-backend",
+        "--mamba-scheduler-strategy",
+        "--mamba-ssm-dtype",
+    ):
         p.add_argument(flag)
-    for flag in ("--port", "--nccl-port", "--max-running-requests", "--context-length", "--chunked-prefill-size",
-                 "--tp-size"):
+    for flag in (
+        "--port",
+        "--nccl-port",
+        "--max-running-requests",
+        "--context-length",
+        "--chunked-prefill-size",
+        "--tp-size",
+    ):
         p.add_argument(flag, type=int)
     p.add_argument("--mem-fraction-static", type=float)
     p.add_argument("--enable-metrics", action="store_true")
@@ -72,15 +112,30 @@ def build_app(a: argparse.Namespace) -> web.Application:
     started = time.monotonic()
     served = a.served_model_name or a.model_path
     server_args = dict(SERVER_ARGS_DEFAULTS)
-    server_args.update({
-        "model_path": a.model_path, "served_model_name": served, "host": a.host, "port": a.port,
-        "nccl_port": a.nccl_port, "api_key": a.api_key, "reasoning_parser": a.reasoning_parser,
-        "max_running_requests": a.max_running_requests, "context_length": a.context_length,
-        "tp_size": a.tp_size or 1, "disable_cuda_graph": a.disable_cuda_graph, "enable_metrics": a.enable_metrics,
-        "max_total_tokens": a.max_total_tokens,
-    })
-    for key in ("attention_backend", "mamba_scheduler_strategy", "mamba_ssm_dtype", "chunked_prefill_size",
-                "mem_fraction_static"):
+    server_args.update(
+        {
+            "model_path": a.model_path,
+            "served_model_name": served,
+            "host": a.host,
+            "port": a.port,
+            "nccl_port": a.nccl_port,
+            "api_key": a.api_key,
+            "reasoning_parser": a.reasoning_parser,
+            "max_running_requests": a.max_running_requests,
+            "context_length": a.context_length,
+            "tp_size": a.tp_size or 1,
+            "disable_cuda_graph": a.disable_cuda_graph,
+            "enable_metrics": a.enable_metrics,
+            "max_total_tokens": a.max_total_tokens,
+        }
+    )
+    for key in (
+        "attention_backend",
+        "mamba_scheduler_strategy",
+        "mamba_ssm_dtype",
+        "chunked_prefill_size",
+        "mem_fraction_static",
+    ):
         if getattr(a, key) is not None:
             server_args[key] = getattr(a, key)
     state = {"generated": 0}
@@ -100,94 +155,188 @@ def build_app(a: argparse.Namespace) -> web.Application:
         return web.Response(status=200 if ready() else 503)
 
     async def model_info(_request):
-        return web.json_response({
-            "model_path": a.model_path, "tokenizer_path": a.model_path, "is_generation": True,
-            "preferred_sampling_params": None, "weight_version": "default", "has_image_understanding": False,
-            "has_audio_understanding": False, "model_type": "qwen3_5", "architectures": ["Qwen3_5ForConditionalGeneration"],
-        })
+        return web.json_response(
+            {
+                "model_path": a.model_path,
+                "tokenizer_path": a.model_path,
+                "is_generation": True,
+                "preferred_sampling_params": None,
+                "weight_version": "default",
+                "has_image_understanding": False,
+                "has_audio_understanding": False,
+                "model_type": "qwen3_5",
+                "architectures": ["Qwen3_5ForConditionalGeneration"],
+            }
+        )
 
     async def server_info(_request):
-        return web.json_response({
-            **server_args,
-            "max_total_num_tokens": a.standin_max_total_num_tokens, "max_req_input_len": (a.context_length or 8192) - 5,
-            # Shape as the H200 served it (fixtures/h200-get_server_info.json).
-            "internal_states": [{"last_gen_throughput": 0.0, "effective_max_running_requests_per_dp": a.max_running_requests or 4096,
-                                 "memory_usage": {"weight": 51.2, "kvcache": 60.1, "token_capacity": a.standin_max_total_num_tokens,
-                                                  "graph": 0.49}}],
-            "version": "0.5.12", "status": "ready",
-        })
+        return web.json_response(
+            {
+                **server_args,
+                "max_total_num_tokens": a.standin_max_total_num_tokens,
+                "max_req_input_len": (a.context_length or 8192) - 5,
+                # Shape as the H200 served it (fixtures/h200-get_server_info.json).
+                "internal_states": [
+                    {
+                        "last_gen_throughput": 0.0,
+                        "effective_max_running_requests_per_dp": a.max_running_requests or 4096,
+                        "memory_usage": {
+                            "weight": 51.2,
+                            "kvcache": 60.1,
+                            "token_capacity": a.standin_max_total_num_tokens,
+                            "graph": 0.49,
+                        },
+                    }
+                ],
+                "version": "0.5.12",
+                "status": "ready",
+            }
+        )
 
     async def loads(_request):
-        load = {"dp_rank": 0, "timestamp": time.time(), "num_running_reqs": 3, "num_waiting_reqs": 2,
-                "num_used_tokens": 4000, "num_total_tokens": 5000, "max_total_num_tokens": 123456,
-                "token_usage": 0.25, "gen_throughput": 812.5, "cache_hit_rate": 0.1, "utilization": 0.3,
-                "max_running_requests": a.max_running_requests or 64}
+        load = {
+            "dp_rank": 0,
+            "timestamp": time.time(),
+            "num_running_reqs": 3,
+            "num_waiting_reqs": 2,
+            "num_used_tokens": 4000,
+            "num_total_tokens": 5000,
+            "max_total_num_tokens": 123456,
+            "token_usage": 0.25,
+            "gen_throughput": 812.5,
+            "cache_hit_rate": 0.1,
+            "utilization": 0.3,
+            "max_running_requests": a.max_running_requests or 64,
+        }
         load["num_total_reqs"] = load["num_running_reqs"] + load["num_waiting_reqs"]
-        return web.json_response({
-            "timestamp": "2026-01-01T00:00:00+00:00", "version": "0.5.12", "dp_rank_count": 1, "loads": [load],
-            "aggregate": {"total_running_reqs": 3, "total_waiting_reqs": 2, "total_reqs": 5, "total_used_tokens": 4000,
-                          "total_tokens": 5000, "avg_token_usage": 0.25, "avg_throughput": 812.5, "avg_utilization": 0.3},
-        })
+        return web.json_response(
+            {
+                "timestamp": "2026-01-01T00:00:00+00:00",
+                "version": "0.5.12",
+                "dp_rank_count": 1,
+                "loads": [load],
+                "aggregate": {
+                    "total_running_reqs": 3,
+                    "total_waiting_reqs": 2,
+                    "total_reqs": 5,
+                    "total_used_tokens": 4000,
+                    "total_tokens": 5000,
+                    "avg_token_usage": 0.25,
+                    "avg_throughput": 812.5,
+                    "avg_utilization": 0.3,
+                },
+            }
+        )
 
     async def get_load(_request):
-        return web.json_response([{"dp_rank": None, "num_reqs": 5, "num_waiting_reqs": 2, "num_tokens": 5000,
-                                   "num_pending_tokens": 1000, "ts_tic": time.perf_counter()}])
+        return web.json_response(
+            [
+                {
+                    "dp_rank": None,
+                    "num_reqs": 5,
+                    "num_waiting_reqs": 2,
+                    "num_tokens": 5000,
+                    "num_pending_tokens": 1000,
+                    "ts_tic": time.perf_counter(),
+                }
+            ]
+        )
 
     async def generate(request):
         body = await request.json()
         n = int(body.get("sampling_params", {}).get("max_new_tokens", 8))
         state["generated"] += n
-        return web.json_response({
-            "text": " Paris.", "output_ids": [12366, 13][:n],
-            "meta_info": {"id": "c0ffee", "finish_reason": {"type": "length", "length": n}, "prompt_tokens": 9,
-                          "weight_version": "default", "completion_tokens": n, "cached_tokens": 0, "e2e_latency": 0.01},
-        })
+        return web.json_response(
+            {
+                "text": " Paris.",
+                "output_ids": [12366, 13][:n],
+                "meta_info": {
+                    "id": "c0ffee",
+                    "finish_reason": {"type": "length", "length": n},
+                    "prompt_tokens": 9,
+                    "weight_version": "default",
+                    "completion_tokens": n,
+                    "cached_tokens": 0,
+                    "e2e_latency": 0.01,
+                },
+            }
+        )
 
     async def chat(request):
         body = await request.json()
         if body.get("model") not in (served, "default"):
-            return web.json_response({"object": "error", "message": f"The model `{body.get('model')}` does not exist.",
-                                      "type": "NotFoundError", "param": None, "code": 404}, status=404)
+            return web.json_response(
+                {
+                    "object": "error",
+                    "message": f"The model `{body.get('model')}` does not exist.",
+                    "type": "NotFoundError",
+                    "param": None,
+                    "code": 404,
+                },
+                status=404,
+            )
         thinking = (body.get("chat_template_kwargs") or {}).get("enable_thinking", True)
         separate = body.get("separate_reasoning", True)
         reasoning, answer = "The user asks for France's capital.", "The capital of France is Paris."
         if a.reasoning_parser and thinking and separate:
             message = {"role": "assistant", "content": answer, "reasoning_content": reasoning, "tool_calls": None}
         elif thinking and a.reasoning_parser:
-            message = {"role": "assistant", "content": f"<think>{reasoning}</think>{answer}", "reasoning_content": None,
-                       "tool_calls": None}
+            message = {
+                "role": "assistant",
+                "content": f"<think>{reasoning}</think>{answer}",
+                "reasoning_content": None,
+                "tool_calls": None,
+            }
         else:
             message = {"role": "assistant", "content": answer, "reasoning_content": None, "tool_calls": None}
         state["generated"] += 17
-        return web.json_response({
-            "id": "3f1e", "object": "chat.completion", "created": int(time.time()), "model": served,
-            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": "stop", "matched_stop": 151645}],
-            "usage": {"prompt_tokens": 20, "total_tokens": 37, "completion_tokens": 17, "prompt_tokens_details": None,
-                      "reasoning_tokens": 9 if message["reasoning_content"] else 0},
-            "metadata": {"weight_version": "default"},
-        })
+        return web.json_response(
+            {
+                "id": "3f1e",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": served,
+                "choices": [
+                    {"index": 0, "message": message, "logprobs": None, "finish_reason": "stop", "matched_stop": 151645}
+                ],
+                "usage": {
+                    "prompt_tokens": 20,
+                    "total_tokens": 37,
+                    "completion_tokens": 17,
+                    "prompt_tokens_details": None,
+                    "reasoning_tokens": 9 if message["reasoning_content"] else 0,
+                },
+                "metadata": {"weight_version": "default"},
+            }
+        )
 
     async def metrics(_request):
         labels = f'engine_type="unified",model_name="{served}",moe_ep_rank="0",pp_rank="0",tp_rank="0"'
-        return web.Response(text="\n".join([
-            "# HELP sglang:num_running_reqs The number of running requests.",
-            "# TYPE sglang:num_running_reqs gauge",
-            f"sglang:num_running_reqs{{{labels}}} 3.0",
-            "# HELP sglang:num_queue_reqs The number of requests in the waiting queue.",
-            "# TYPE sglang:num_queue_reqs gauge",
-            f"sglang:num_queue_reqs{{{labels}}} 2.0",
-            "# TYPE sglang:token_usage gauge",
-            f"sglang:token_usage{{{labels}}} 0.25",
-            "# TYPE sglang:gen_throughput gauge",
-            f"sglang:gen_throughput{{{labels}}} 812.5",
-            "# TYPE sglang:cache_hit_rate gauge",
-            f"sglang:cache_hit_rate{{{labels}}} 0.1",
-            "# TYPE sglang:generation_tokens_total counter",
-            f"sglang:generation_tokens_total{{{labels}}} {float(state['generated'])}",
-            f'sglang:generation_tokens_created{{{labels}}} 1.767e+09',
-            "# TYPE sglang:prompt_tokens_total counter",
-            f"sglang:prompt_tokens_total{{{labels}}} 40.0",
-        ]) + "\n", content_type="text/plain")
+        return web.Response(
+            text="\n".join(
+                [
+                    "# HELP sglang:num_running_reqs The number of running requests.",
+                    "# TYPE sglang:num_running_reqs gauge",
+                    f"sglang:num_running_reqs{{{labels}}} 3.0",
+                    "# HELP sglang:num_queue_reqs The number of requests in the waiting queue.",
+                    "# TYPE sglang:num_queue_reqs gauge",
+                    f"sglang:num_queue_reqs{{{labels}}} 2.0",
+                    "# TYPE sglang:token_usage gauge",
+                    f"sglang:token_usage{{{labels}}} 0.25",
+                    "# TYPE sglang:gen_throughput gauge",
+                    f"sglang:gen_throughput{{{labels}}} 812.5",
+                    "# TYPE sglang:cache_hit_rate gauge",
+                    f"sglang:cache_hit_rate{{{labels}}} 0.1",
+                    "# TYPE sglang:generation_tokens_total counter",
+                    f"sglang:generation_tokens_total{{{labels}}} {float(state['generated'])}",
+                    f"sglang:generation_tokens_created{{{labels}}} 1.767e+09",
+                    "# TYPE sglang:prompt_tokens_total counter",
+                    f"sglang:prompt_tokens_total{{{labels}}} 40.0",
+                ]
+            )
+            + "\n",
+            content_type="text/plain",
+        )
 
     app = web.Application(middlewares=[auth])
     app.router.add_get("/health", health)

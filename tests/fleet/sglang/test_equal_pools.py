@@ -59,8 +59,15 @@ def plan(monkeypatch, tmp_path, fraction: float | None, replicas: int, name: str
     monkeypatch.setattr(local, "discover_gpus", lambda: [GpuInfo(0, name, 80 << 30, (9, 0))])
     monkeypatch.setenv("FLEETGEN_CACHE", str(tmp_path / "cache"))
     args = ["--mem-fraction-static", str(fraction)] if fraction is not None else []
-    cfg = FleetConfig(engine="sglang", model="/models/m", gpus="all", replicas=replicas, replicas_per_gpu=replicas,
-                      engine_args=args, state_dir=tmp_path / "state")
+    cfg = FleetConfig(
+        engine="sglang",
+        model="/models/m",
+        gpus="all",
+        replicas=replicas,
+        replicas_per_gpu=replicas,
+        engine_args=args,
+        state_dir=tmp_path / "state",
+    )
     return plan_replicas(cfg, "/models/m", local.LocalBackend())
 
 
@@ -73,9 +80,18 @@ def up_on(gpu: PretendGpu, specs, equal: EqualMemory | None = None):
         argv = ENGINE.command(spec, "python")
         cap = flag_value(argv, "--max-total-tokens")
         tokens = gpu.start(float(flag_value(argv, "--mem-fraction-static")), int(cap) if cap else None)
-        replica = ReplicaState(index=spec.index, endpoint=f"http://127.0.0.1:{spec.port}", pid=1, create_time=0.0,
-                               engine="sglang", model="/models/m", served_model_name="m", log_path="x",
-                               command=argv, gpus=list(spec.gpus))
+        replica = ReplicaState(
+            index=spec.index,
+            endpoint=f"http://127.0.0.1:{spec.port}",
+            pid=1,
+            create_time=0.0,
+            engine="sglang",
+            model="/models/m",
+            served_model_name="m",
+            log_path="x",
+            command=argv,
+            gpus=list(spec.gpus),
+        )
         replica.effective_config = {"max_total_num_tokens": tokens}
         equal.after_ready(spec, replica, replica.effective_config)
         replicas.append(replica)
@@ -97,7 +113,8 @@ def test_two_replicas_on_the_h200_get_the_first_ones_pool(monkeypatch, tmp_path,
 
 
 def test_eight_replicas_at_0_1_on_the_h100_cannot_all_hold_the_first_ones_pool_and_up_says_what_would(
-        monkeypatch, tmp_path, caplog):
+    monkeypatch, tmp_path, caplog
+):
     gpu = PretendGpu(**H100)
     with caplog.at_level(logging.WARNING, logger="fleetgen"):
         pools, commands, _ = up_on(gpu, plan(monkeypatch, tmp_path, 0.1, 8))
@@ -107,9 +124,11 @@ def test_eight_replicas_at_0_1_on_the_h100_cannot_all_hold_the_first_ones_pool_a
     assert [flag_value(c, "--max-total-tokens") for c in commands] == [None, None] + [str(pools[1])] * 6
     warnings = [r.getMessage() for r in caplog.records]
     assert len(warnings) == 1, warnings  # one line: what each gets, why, and what would make them equal
-    assert warnings[0].startswith(f"replicas sharing GPU 0: replica 0 keeps its KV pool of {pools[0]} tokens; the other 7 "
-                                  "get 7.1 GiB each for weights and KV pool, equal among them but less than its 7.8 GiB: "
-                                  "8 x (7.8 GiB + the 2.3 GiB each holds beyond it) is more than the 78.4 GiB free")
+    assert warnings[0].startswith(
+        f"replicas sharing GPU 0: replica 0 keeps its KV pool of {pools[0]} tokens; the other 7 "
+        "get 7.1 GiB each for weights and KV pool, equal among them but less than its 7.8 GiB: "
+        "8 x (7.8 GiB + the 2.3 GiB each holds beyond it) is more than the 78.4 GiB free"
+    )
     most = re.search(r"for equal pools pass --mem-fraction-static ([0-9.]+) or fewer --replicas-per-gpu$", warnings[0])
     assert most, warnings[0]
 
@@ -136,8 +155,10 @@ def test_a_restarted_replica_gets_the_pool_of_the_others(monkeypatch, tmp_path):
         equal = EqualMemory.of_fleet(ENGINE, state, measure=lambda gpus: gpu.free)
         spec = equal.before_start(specs[index])
         argv = ENGINE.command(spec, "python")
-        assert gpu.start(float(flag_value(argv, "--mem-fraction-static")),
-                         int(flag_value(argv, "--max-total-tokens"))) == pools[0]
+        assert (
+            gpu.start(float(flag_value(argv, "--mem-fraction-static")), int(flag_value(argv, "--max-total-tokens")))
+            == pools[0]
+        )
 
 
 def test_without_nvml_the_old_fractions_stand_and_up_says_why_in_one_line(monkeypatch, tmp_path, caplog):
@@ -148,14 +169,18 @@ def test_without_nvml_the_old_fractions_stand_and_up_says_why_in_one_line(monkey
     assert [flag_value(c, "--mem-fraction-static") for c in commands] == [str(f) for f in h100_notes()[1]]
     assert all(flag_value(c, "--max-total-tokens") is None for c in commands)
     said = [r.getMessage() for r in caplog.records]
-    assert said[0] == ("replicas sharing GPU 0 may get unequal KV pools (fractions from their places, not measured "
-                       "bytes): the free memory of GPU 0 cannot be read (NVML)")
+    assert said[0] == (
+        "replicas sharing GPU 0 may get unequal KV pools (fractions from their places, not measured "
+        "bytes): the free memory of GPU 0 cannot be read (NVML)"
+    )
     assert len(said) == 1
 
 
 def test_a_given_cap_is_replaced_by_the_first_ones_pool_which_is_within_it(monkeypatch, tmp_path):
     specs = plan(monkeypatch, tmp_path, 0.09, 8)
-    specs = [s.__class__(**{**s.__dict__, "extra_args": (*s.extra_args, "--max-total-tokens", "200000")}) for s in specs]
+    specs = [
+        s.__class__(**{**s.__dict__, "extra_args": (*s.extra_args, "--max-total-tokens", "200000")}) for s in specs
+    ]
     pools, commands, _ = up_on(PretendGpu(**H100), specs)
     assert set(pools) == {200000}
     assert all(c.count("--max-total-tokens") == 1 for c in commands)
@@ -176,7 +201,9 @@ def test_pools_that_come_out_unequal_unforeseen_are_named(monkeypatch, tmp_path,
         pools, _, _ = up_on(gpu, plan(monkeypatch, tmp_path, None, 4, "NVIDIA H200"))
     assert pools[-1] < pools[0]
     said = [r.getMessage() for r in caplog.records]
-    assert len(said) == 1 and said[0].startswith(f"replicas sharing GPU 0 have unequal KV pools (replica 0: {pools[0]}, ")
+    assert len(said) == 1 and said[0].startswith(
+        f"replicas sharing GPU 0 have unequal KV pools (replica 0: {pools[0]}, "
+    )
     assert "'max_total_tokens=... is larger than the profiled value'" in said[0]
 
 

@@ -53,9 +53,19 @@ def test_up_and_a_restart_give_eight_replicas_of_one_gpu_equal_pools(monkeypatch
     model.mkdir()
     (model / "config.json").write_text("{}")
     state_dir = tmp_path / "fleet"
-    config = FleetConfig(engine="sglang", model=str(model), gpus="all", replicas=8, replicas_per_gpu=8,
-                         engine_args=["--mem-fraction-static", "0.09"], port_base=free_port_base(8, 24000),
-                         state_dir=state_dir, doctor=False, startup_timeout_s=60, stall_timeout_s=60)
+    config = FleetConfig(
+        engine="sglang",
+        model=str(model),
+        gpus="all",
+        replicas=8,
+        replicas_per_gpu=8,
+        engine_args=["--mem-fraction-static", "0.09"],
+        port_base=free_port_base(8, 24000),
+        state_dir=state_dir,
+        doctor=False,
+        startup_timeout_s=60,
+        stall_timeout_s=60,
+    )
     try:
         asyncio.run(launcher.up(config, python=sys.executable))
         state = read_state(state_dir)
@@ -63,7 +73,8 @@ def test_up_and_a_restart_give_eight_replicas_of_one_gpu_equal_pools(monkeypatch
         assert len(set(pools)) == 1, pools  # 0.1, 0.111 .. 0.333 gave 243K down to 141K on the H100
         assert [flag_value(r.command, "--max-total-tokens") for r in state.replicas] == [None] + [str(pools[0])] * 7
         assert {(r.gpu_share.kv_tokens, r.gpu_share.static_bytes) for r in state.replicas} == {
-            (pools[0], state.replicas[0].gpu_share.static_bytes)}
+            (pools[0], state.replicas[0].gpu_share.static_bytes)
+        }
 
         victim = state.replicas[0]  # the first: it started alone on the GPU, and now finds 7 neighbours
         os.kill(victim.pid, signal.SIGKILL)

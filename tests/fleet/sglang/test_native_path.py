@@ -44,8 +44,18 @@ def start_standin(tmp_path: Path, *extra: str):
     (model / "generation_config.json").write_text(json.dumps({"top_k": 20, "do_sample": True}))
     port = free_port()
     proc = subprocess.Popen(
-        [str(sglang_python()), str(HERE / "native_standin.py"), "--port", str(port), "--model-path", str(model), *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            str(sglang_python()),
+            str(HERE / "native_standin.py"),
+            "--port",
+            str(port),
+            "--model-path",
+            str(model),
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     endpoint = f"http://127.0.0.1:{port}"
     for _ in range(600):
@@ -82,8 +92,14 @@ async def _log(endpoint: str) -> list[dict]:
         return await r.json()
 
 
-@pytest.mark.parametrize("name", [p.stem[3:] for p in sorted(FIX.glob("*.json"))
-                                  if p.stem[3:].startswith(("separate_reasoning", "parse_function_call"))])
+@pytest.mark.parametrize(
+    "name",
+    [
+        p.stem[3:]
+        for p in sorted(FIX.glob("*.json"))
+        if p.stem[3:].startswith(("separate_reasoning", "parse_function_call"))
+    ],
+)
 def test_the_real_parsers_on_cpu_answer_as_the_h200_did(standin, name):
     cap = fixture(name)
     assert run(_post(standin, cap["path"], cap["request"])) == cap["response"]
@@ -146,6 +162,7 @@ def test_a_tool_turn_keeps_the_markup_for_the_parser_and_returns_openai_calls(st
 def test_a_server_whose_render_disagrees_with_its_chat_is_refused(tmp_path):
     proc, endpoint = start_standin(tmp_path, "--extra-prompt-token")
     try:
+
         async def go():
             async with aiohttp.ClientSession() as http:
                 return await choose(http, endpoint, "model", [{}])
@@ -159,8 +176,22 @@ def test_a_server_whose_render_disagrees_with_its_chat_is_refused(tmp_path):
 
 
 def test_sampling_params_carry_the_chat_requests_fields_and_the_model_defaults_only_where_it_is_silent():
-    body = {"model": "m", "messages": [], "temperature": 0.6, "top_p": 0.9, "max_tokens": 64, "seed": 7,
-            "repetition_penalty": 1.1, "chat_template_kwargs": {"enable_thinking": False}}
+    body = {
+        "model": "m",
+        "messages": [],
+        "temperature": 0.6,
+        "top_p": 0.9,
+        "max_tokens": 64,
+        "seed": 7,
+        "repetition_penalty": 1.1,
+        "chat_template_kwargs": {"enable_thinking": False},
+    }
     params = sampling_params(body, {"top_k": 20, "repetition_penalty": 1.05, "temperature": 0.6})
-    assert params == {"top_k": 20, "temperature": 0.6, "top_p": 0.9, "max_new_tokens": 64, "sampling_seed": 7,
-                      "repetition_penalty": 1.1}
+    assert params == {
+        "top_k": 20,
+        "temperature": 0.6,
+        "top_p": 0.9,
+        "max_new_tokens": 64,
+        "sampling_seed": 7,
+        "repetition_penalty": 1.1,
+    }

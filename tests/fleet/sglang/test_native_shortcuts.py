@@ -25,7 +25,7 @@ TEXTS = [
     "",
     "  leading and trailing spaces  \n",
     "An answer that mentions </think> without opening it.",
-    "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+    '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
     "Unicode: \u00e9\u00e8 \u4e2d\u6587 \U0001f600 <|im_end|>",
     "think> almost a tag, <thin k>",
 ]
@@ -41,8 +41,12 @@ print(json.dumps({p: [list(ReasoningParser(model_type=p).parse_non_stream(t)) fo
 
 
 def test_sglangs_own_parser_leaves_a_text_without_the_opening_tag_whole_for_every_skipped_parser():
-    out = subprocess.run([str(sglang_python()), "-c", PARSE, str(HERE), json.dumps(TEXTS), json.dumps(sorted(THINK_FREE))],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [str(sglang_python()), "-c", PARSE, str(HERE), json.dumps(TEXTS), json.dumps(sorted(THINK_FREE))],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     served = json.loads(out.stdout.strip().splitlines()[-1])
     for parser in sorted(THINK_FREE):
@@ -112,6 +116,7 @@ def test_the_cache_keeps_at_most_its_size():
     async def fetch_for(n):
         async def fetch():
             return [n]
+
         return await cache.get("e", {"n": n}, fetch)
 
     async def go():

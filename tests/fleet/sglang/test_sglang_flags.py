@@ -28,8 +28,18 @@ from fleetgen.fleet.spawn import redact
 from fleetgen.gpu_info import GpuInfo
 
 SEED_ARGS = [
-    "--reasoning-parser", "qwen3", "--attention-backend", "flashinfer", "--mem-fraction-static", "0.85",
-    "--chunked-prefill-size", "4096", "--mamba-scheduler-strategy", "extra_buffer", "--mamba-ssm-dtype", "bfloat16",
+    "--reasoning-parser",
+    "qwen3",
+    "--attention-backend",
+    "flashinfer",
+    "--mem-fraction-static",
+    "0.85",
+    "--chunked-prefill-size",
+    "4096",
+    "--mamba-scheduler-strategy",
+    "extra_buffer",
+    "--mamba-ssm-dtype",
+    "bfloat16",
 ]
 SECRET = "sk-test-not-a-real-key"
 
@@ -42,16 +52,21 @@ def _have_sglang() -> str | None:
     return None
 
 
-needs_sglang = pytest.mark.skipif(
-    _have_sglang() is not None, reason=f"{_have_sglang()} (run scripts/setup-sglang.sh)"
-)
+needs_sglang = pytest.mark.skipif(_have_sglang() is not None, reason=f"{_have_sglang()} (run scripts/setup-sglang.sh)")
 if _have_sglang():
     print(f"SKIP sglang parser tests: {_have_sglang()}")
 
 
 def spec(**kw) -> ReplicaSpec:
-    base = dict(index=0, model="/models/Qwen3.6-27B", served_model_name="qwen36", host="127.0.0.1", port=30000,
-                gpus=(0,), cache_dir=Path("/tmp/fleetgen-cache/sglang-replica-0"))
+    base = dict(
+        index=0,
+        model="/models/Qwen3.6-27B",
+        served_model_name="qwen36",
+        host="127.0.0.1",
+        port=30000,
+        gpus=(0,),
+        cache_dir=Path("/tmp/fleetgen-cache/sglang-replica-0"),
+    )
     base.update(kw)
     return ReplicaSpec(**base)
 
@@ -61,8 +76,15 @@ def seed_commands(monkeypatch, tmp_path) -> list[list[str]]:
     fake = [GpuInfo(i, "NVIDIA RTX PRO 6000", 96 << 30, (12, 0)) for i in range(8)]
     monkeypatch.setattr(local, "discover_gpus", lambda: fake)
     config = FleetConfig(
-        engine="sglang", model="/models/Qwen3.6-27B", served_model_name="qwen36", gpus="all", tp=1,
-        max_running_requests=64, context_length=8192, engine_args=SEED_ARGS, state_dir=tmp_path,
+        engine="sglang",
+        model="/models/Qwen3.6-27B",
+        served_model_name="qwen36",
+        gpus="all",
+        tp=1,
+        max_running_requests=64,
+        context_length=8192,
+        engine_args=SEED_ARGS,
+        state_dir=tmp_path,
         tool_call_parser="qwen3_coder",
     )
     specs = plan_replicas(config, "/models/Qwen3.6-27B", local.LocalBackend())
@@ -83,8 +105,16 @@ VARIANTS = {
     "extra": spec(extra_args=("--dtype", "bfloat16", "--kv-cache-dtype=fp8_e4m3", "--enable-cache-report")),
     "metrics_given": spec(extra_args=("--enable-metrics",)),
     "tp_in_extra": spec(tp=2, gpus=(0, 1), extra_args=("--tensor-parallel-size", "2")),
-    "everything": spec(tp=2, gpus=(2, 3), port=30007, max_running_requests=64, context_length=8192,
-                       enforce_eager=True, api_key=SECRET, extra_args=tuple(SEED_ARGS)),
+    "everything": spec(
+        tp=2,
+        gpus=(2, 3),
+        port=30007,
+        max_running_requests=64,
+        context_length=8192,
+        enforce_eager=True,
+        api_key=SECRET,
+        extra_args=tuple(SEED_ARGS),
+    ),
 }
 
 
@@ -155,13 +185,16 @@ def test_tool_call_parser_is_passed_once():
 
 
 @needs_sglang
-@pytest.mark.parametrize("name,expected", [
-    ("unknown flag", "unrecognized arguments: --enable-ep-moe-typo"),
-    ("bad choice", "argument --attention-backend: invalid choice: 'fa9'"),
-    ("bad type", "argument --mem-fraction-static: invalid float value: 'lots'"),
-    ("bad mamba choice", "argument --mamba-scheduler-strategy: invalid choice: 'extra-buffer'"),
-    ("bad tool parser", "argument --tool-call-parser: invalid choice: 'qwen3-coder'"),
-])
+@pytest.mark.parametrize(
+    "name,expected",
+    [
+        ("unknown flag", "unrecognized arguments: --enable-ep-moe-typo"),
+        ("bad choice", "argument --attention-backend: invalid choice: 'fa9'"),
+        ("bad type", "argument --mem-fraction-static: invalid float value: 'lots'"),
+        ("bad mamba choice", "argument --mamba-scheduler-strategy: invalid choice: 'extra-buffer'"),
+        ("bad tool parser", "argument --tool-call-parser: invalid choice: 'qwen3-coder'"),
+    ],
+)
 def test_wrong_flags_are_rejected_by_sglangs_parser(verdicts, name, expected):
     r = verdicts[1][name]
     assert not r.ok

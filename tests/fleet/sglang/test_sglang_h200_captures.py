@@ -65,19 +65,43 @@ def test_effective_config_from_real_server_and_model_info():
     # SGLang reports the parser it runs: 'qwen25' on the command line is 'qwen' (deprecated name) here.
     assert cfg["tool_call_parser"] == "qwen" and cfg["reasoning_parser"] == "qwen3"
     assert cfg["max_total_num_tokens"] == 2266533
-    assert "api_key" in server and "api_key" not in cfg and set(cfg) - set(CONFIG_FIELDS) <= {
-        "model.model_type", "model.architectures", "model.weight_version"}
+    assert (
+        "api_key" in server
+        and "api_key" not in cfg
+        and set(cfg) - set(CONFIG_FIELDS) <= {"model.model_type", "model.architectures", "model.weight_version"}
+    )
 
 
 def test_real_metrics_parse_and_every_name_read_exists():
     text = (FIX / "h200-metrics.txt").read_text()
     m = ENGINE.parse_metrics(text)
-    assert (m.running, m.waiting, m.generation_tokens_total, m.kv_cache_usage) == (0.0, 0.0, 8.0, 0.0)  # the warm-up request's 8 tokens
-    for name in ("num_running_reqs", "num_queue_reqs", "generation_tokens_total", "token_usage", "gen_throughput",
-                 "cache_hit_rate", "num_used_tokens", "prompt_tokens_total", "num_retracted_reqs", "mamba_usage"):
+    assert (m.running, m.waiting, m.generation_tokens_total, m.kv_cache_usage) == (
+        0.0,
+        0.0,
+        8.0,
+        0.0,
+    )  # the warm-up request's 8 tokens
+    for name in (
+        "num_running_reqs",
+        "num_queue_reqs",
+        "generation_tokens_total",
+        "token_usage",
+        "gen_throughput",
+        "cache_hit_rate",
+        "num_used_tokens",
+        "prompt_tokens_total",
+        "num_retracted_reqs",
+        "mamba_usage",
+    ):
         assert f"\nsglang:{name}{{" in text, name
-    assert set(m.extra) == {"gen_throughput", "cache_hit_rate", "num_used_tokens", "prompt_tokens_total",
-                            "num_retracted_reqs", "mamba_usage"}
+    assert set(m.extra) == {
+        "gen_throughput",
+        "cache_hit_rate",
+        "num_used_tokens",
+        "prompt_tokens_total",
+        "num_retracted_reqs",
+        "mamba_usage",
+    }
 
 
 def test_real_get_load_is_read():

@@ -26,8 +26,20 @@ from fleetgen.fleet.process import stop_processes
 from fleetgen.fleet.state import ReplicaState
 
 STANDIN = Path(__file__).with_name("standin_server.py")
-SEED_ARGS = ("--reasoning-parser", "qwen3", "--attention-backend", "flashinfer", "--mem-fraction-static", "0.85",
-             "--chunked-prefill-size", "4096", "--mamba-scheduler-strategy", "extra_buffer", "--mamba-ssm-dtype", "bfloat16")
+SEED_ARGS = (
+    "--reasoning-parser",
+    "qwen3",
+    "--attention-backend",
+    "flashinfer",
+    "--mem-fraction-static",
+    "0.85",
+    "--chunked-prefill-size",
+    "4096",
+    "--mamba-scheduler-strategy",
+    "extra_buffer",
+    "--mamba-ssm-dtype",
+    "bfloat16",
+)
 SECRET = "sk-standin-secret"
 
 
@@ -48,16 +60,32 @@ def free_port() -> int:
 
 
 def start(engine: StandinSglang, tmp: Path, index: int = 0, **kw) -> tuple[ReplicaState, object, ReplicaSpec]:
-    spec = ReplicaSpec(index=index, model="/models/Qwen3.6-27B", served_model_name="qwen36", host="127.0.0.1",
-                       port=free_port(), max_running_requests=64, context_length=8192, extra_args=SEED_ARGS, **kw)
+    spec = ReplicaSpec(
+        index=index,
+        model="/models/Qwen3.6-27B",
+        served_model_name="qwen36",
+        host="127.0.0.1",
+        port=free_port(),
+        max_running_requests=64,
+        context_length=8192,
+        extra_args=SEED_ARGS,
+        **kw,
+    )
     log = tmp / f"replica-{index}.log"
     log.write_bytes(b"")
     proc = spawn.spawn(engine, spec, log, sys.executable, {})
     cmd = engine.command(spec, sys.executable)
-    state = ReplicaState(index=index, endpoint=net.endpoint_of(spec), pid=proc.pid,
-                         create_time=psutil.Process(proc.pid).create_time(), engine="sglang", model=spec.model,
-                         served_model_name=spec.served_model_name, log_path=str(log),
-                         command=spawn.redact(cmd, spec.api_key))
+    state = ReplicaState(
+        index=index,
+        endpoint=net.endpoint_of(spec),
+        pid=proc.pid,
+        create_time=psutil.Process(proc.pid).create_time(),
+        engine="sglang",
+        model=spec.model,
+        served_model_name=spec.served_model_name,
+        log_path=str(log),
+        command=spawn.redact(cmd, spec.api_key),
+    )
     return state, proc, spec
 
 
@@ -93,8 +121,9 @@ def test_readiness_goes_refused_then_up_not_ready_then_ready_then_probe(tmp_path
                 await asyncio.sleep(0.1)
             health, _ = await probe.health(s, replica.endpoint, engine)
             assert health == 503  # up, not ready: SGLang is still Starting
-        return await verify.wait_ready(engine, replica, proc, config(tmp_path), SECRET,
-                                          lambda p: (seen.append(p.phase), details.append(p.detail)))
+        return await verify.wait_ready(
+            engine, replica, proc, config(tmp_path), SECRET, lambda p: (seen.append(p.phase), details.append(p.detail))
+        )
 
     try:
         reported = asyncio.run(scenario())
@@ -116,9 +145,11 @@ def test_readiness_goes_refused_then_up_not_ready_then_ready_then_probe(tmp_path
 
 
 def test_fatal_log_line_fails_fast_with_the_kv_pool_hint(tmp_path):
-    engine = StandinSglang("--standin-fatal",
-                           "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
-                           "Current value: mem_fraction_static=0.85")
+    engine = StandinSglang(
+        "--standin-fatal",
+        "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+        "Current value: mem_fraction_static=0.85",
+    )
     replica, proc, _ = start(engine, tmp_path)
     try:
         with pytest.raises(ReplicaStartError) as err:
@@ -156,6 +187,7 @@ def run(coro_fn):
     async def wrapper():
         async with aiohttp.ClientSession() as s:
             return await coro_fn(s)
+
     return asyncio.run(wrapper())
 
 

@@ -15,4 +15,13 @@ TEXT_FORMATS: dict[str, type[Format]] = {
     "openai": OpenAIFormat,
 }
 
-__all__ = ["TEXT_FORMATS", "Format", "OpenAIFormat", "RowRejected", "ShareGPTFormat", "SpecForgeFormat", "SpeculatorsFormat", "TokensFormat"]
+__all__ = [
+    "TEXT_FORMATS",
+    "Format",
+    "OpenAIFormat",
+    "RowRejected",
+    "ShareGPTFormat",
+    "SpecForgeFormat",
+    "SpeculatorsFormat",
+    "TokensFormat",
+]

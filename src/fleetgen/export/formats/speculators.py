@@ -36,8 +36,11 @@ class SpeculatorsFormat(TokensFormat):
         rows = []
         for r in rows_per_generation(turns, close):
             t = turns[r.last_turn]
-            usage = {"prompt_tokens": len(t.prompt), "completion_tokens": len(t.completion),
-                     "total_tokens": len(t.prompt) + len(t.completion)}
+            usage = {
+                "prompt_tokens": len(t.prompt),
+                "completion_tokens": len(t.completion),
+                "total_tokens": len(t.prompt) + len(t.completion),
+            }
             rows.append(self._speculators_row(rec, r, assistants, usage))
         self._check_length(rows)
         return rows

@@ -63,7 +63,10 @@ def chained_rows(turns: list[TurnIds], think_close: int | None = None) -> list[I
 
 def rows_per_generation(turns: list[TurnIds], think_close: int | None = None) -> list[IdRow]:
     """One row per generation, prompt unsupervised: speculators' layout."""
-    return [IdRow(t.prompt + t.completion, [0] * len(t.prompt) + _mask(t.completion, think_close), k) for k, t in enumerate(turns)]
+    return [
+        IdRow(t.prompt + t.completion, [0] * len(t.prompt) + _mask(t.completion, think_close), k)
+        for k, t in enumerate(turns)
+    ]
 
 
 def think_close_id(tokenizer: object) -> int | None:

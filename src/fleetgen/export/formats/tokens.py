@@ -74,7 +74,9 @@ def load_tokenizer(name: str) -> Any:
     try:
         path = resolve_model(name, prepare=False)
     except Exception as e:  # ModelError: keep the message, point at the flag
-        raise ConfigError(f"tokenizer {name!r}: {e}", hint="pass --tokenizer PATH (the target model's directory)") from None
+        raise ConfigError(
+            f"tokenizer {name!r}: {e}", hint="pass --tokenizer PATH (the target model's directory)"
+        ) from None
     try:
         from transformers import AutoTokenizer
 
@@ -184,7 +186,11 @@ class TokensFormat(Format):
             return "token ids do not match the assistant turns"
         if self._reasoning_removed(rec, assistants, turns):
             return "reasoning dropped (the ids hold the sampled reasoning)"
-        if self.config.reasoning == "context" and self.think_close is None and any(m.get("reasoning_content") for m in assistants):
+        if (
+            self.config.reasoning == "context"
+            and self.think_close is None
+            and any(m.get("reasoning_content") for m in assistants)
+        ):
             return f"reasoning context: {THINK_CLOSE} is not one token"
         return turns  # type: ignore[return-value]
 
@@ -239,7 +245,9 @@ class TokensFormat(Format):
             named = [(k, reason) for k in range(n)]
         self.without_ids_count += len(named)
         room = MissingTokenIdsError.KEPT - len(self.without_ids)
-        self.without_ids += [(str(rec.get("id")), int(rec.get("sample") or 0), k, why) for k, why in named[: max(0, room)]]
+        self.without_ids += [
+            (str(rec.get("id")), int(rec.get("sample") or 0), k, why) for k, why in named[: max(0, room)]
+        ]
 
     def id_rows(self, rec: dict[str, Any], turns: list[TurnIds]) -> list[Row]:
         """Rows of the sampled ids: supervised ids are the completions, context ids the prompts (no re-encoding)."""
@@ -344,6 +352,8 @@ def require_tokenizer(config: ExportConfig, model: str | None) -> str:
     recorded = next((r.model_path for r in reversed(read_runs(config.results_dir)) if r.model_path), None)
     source = find_tokenizer(None, recorded, model)
     if source.path is None:
-        raise InputError(f"format {config.format} needs the target's tokenizer: {source.origin}",
-                         hint="pass --tokenizer PATH (the target model's directory)")
+        raise InputError(
+            f"format {config.format} needs the target's tokenizer: {source.origin}",
+            hint="pass --tokenizer PATH (the target model's directory)",
+        )
     return str(source.path)

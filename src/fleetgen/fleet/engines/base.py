@@ -170,8 +170,11 @@ class Engine(ABC):
         if not self.load_metrics:
             return self.parse_metrics(text)
         names, starts = self.load_metrics, tuple(self.load_metrics)
-        keep = [line for line in text.splitlines()
-                if line.startswith(starts) and line.split("{", 1)[0].split(" ", 1)[0] in names]
+        keep = [
+            line
+            for line in text.splitlines()
+            if line.startswith(starts) and line.split("{", 1)[0].split(" ", 1)[0] in names
+        ]
         return self.parse_metrics("\n".join(keep) + "\n")
 
     @abstractmethod

@@ -37,13 +37,36 @@ SHARED_GPU_BUDGET = 0.8
 # Fields of /server_info compared across replicas. /server_info is `dataclasses.asdict(server_args)`
 # plus the scheduler's info, so it also holds `api_key`: only these named fields are ever kept.
 CONFIG_FIELDS = (
-    "model_path", "served_model_name", "version", "tp_size", "dtype", "kv_cache_dtype", "quantization",
-    "attention_backend", "prefill_attention_backend", "decode_attention_backend",
-    "mem_fraction_static", "max_running_requests", "context_length", "max_total_tokens",
-    "max_total_num_tokens", "max_req_input_len", "chunked_prefill_size", "max_prefill_tokens",
-    "page_size", "schedule_policy", "disable_radix_cache", "disable_cuda_graph", "cuda_graph_max_bs",
-    "reasoning_parser", "tool_call_parser", "sampling_defaults", "mamba_scheduler_strategy",
-    "mamba_ssm_dtype", "speculative_algorithm", "enable_metrics",
+    "model_path",
+    "served_model_name",
+    "version",
+    "tp_size",
+    "dtype",
+    "kv_cache_dtype",
+    "quantization",
+    "attention_backend",
+    "prefill_attention_backend",
+    "decode_attention_backend",
+    "mem_fraction_static",
+    "max_running_requests",
+    "context_length",
+    "max_total_tokens",
+    "max_total_num_tokens",
+    "max_req_input_len",
+    "chunked_prefill_size",
+    "max_prefill_tokens",
+    "page_size",
+    "schedule_policy",
+    "disable_radix_cache",
+    "disable_cuda_graph",
+    "cuda_graph_max_bs",
+    "reasoning_parser",
+    "tool_call_parser",
+    "sampling_defaults",
+    "mamba_scheduler_strategy",
+    "mamba_ssm_dtype",
+    "speculative_algorithm",
+    "enable_metrics",
 )
 
 
@@ -72,7 +95,10 @@ class SglangEngine(Engine):
     share_of_free_memory = True  # 0.5.12 model_runner_kv_cache_mixin._profile_available_bytes
     kv_pool_field = "max_total_num_tokens"
     phase_patterns = (
-        (_P(r"The server is fired up and ready to roll|Uvicorn running on|Start of (pd disaggregation )?warmup"), Phase.WARMING),
+        (
+            _P(r"The server is fired up and ready to roll|Uvicorn running on|Start of (pd disaggregation )?warmup"),
+            Phase.WARMING,
+        ),
         (_P(r"Capture cuda graph begin|Capture piecewise CUDA graph|Capturing batches|Compiling"), Phase.COMPILING),
         (_P(r"Load weight begin|Loading safetensors|Load weight end"), Phase.LOADING),
         (_P(r"server_args=|Init torch distributed"), Phase.STARTING),
@@ -93,15 +119,19 @@ class SglangEngine(Engine):
             "no room for the KV pool: raise --mem-fraction-static or lower --context-length / --max-running-requests",
         ),
         FatalPattern(
-            _P(r"(ImportError|OSError|RuntimeError).*(sgl_kernel|common_ops|libnvrtc\.so|libcudart\.so|undefined symbol)"
-               r"|undefined symbol: "),
+            _P(
+                r"(ImportError|OSError|RuntimeError).*(sgl_kernel|common_ops|libnvrtc\.so|libcudart\.so|undefined symbol)"
+                r"|undefined symbol: "
+            ),
             "SGLang's kernels do not load: run `fleetgen doctor --engine sglang`",
         ),
         FatalPattern(
             _P(r"FlashAttention v3 Backend requires|FlashAttention.*(not supported|only supports)"),
             "this attention backend does not support the GPU: pass --attention-backend flashinfer",
         ),
-        FatalPattern(_P(r"Address already in use|Port is already in use"), "a port is taken: choose another --port-base"),
+        FatalPattern(
+            _P(r"Address already in use|Port is already in use"), "a port is taken: choose another --port-base"
+        ),
         FatalPattern(
             _P(r"error: unrecognized arguments|error: argument "),
             "SGLang rejected a flag: check the pass-through arguments after `--`",
@@ -122,11 +152,16 @@ class SglangEngine(Engine):
                 hint="use the fleet settings (model, served_model_name, host, port_base, api_key) instead",
             )
         args = [
-            "--model-path", spec.model,
-            "--served-model-name", spec.served_model_name,
-            "--host", spec.host,
-            "--port", str(spec.port),
-            "--nccl-port", str(spec.port + NCCL_PORT_OFFSET),
+            "--model-path",
+            spec.model,
+            "--served-model-name",
+            spec.served_model_name,
+            "--host",
+            spec.host,
+            "--port",
+            str(spec.port),
+            "--nccl-port",
+            str(spec.port + NCCL_PORT_OFFSET),
         ]
         if spec.tp > 1 and not passed & {"--tp-size", "--tensor-parallel-size"}:
             args += ["--tp-size", str(spec.tp)]
@@ -178,23 +213,39 @@ class SglangEngine(Engine):
             c = spec.cache_dir
             env["TVM_FFI_CACHE_DIR"] = str(c / "tvm-ffi")  # sgl_kernel's jit_kernel via tvm_ffi/cpp/extension.py
             env["SGLANG_DG_CACHE_DIR"] = str(c / "deep_gemm")  # srt/environ.py -> DG_JIT_CACHE_DIR
-            env["SGLANG_CACHE_DIR"] = str(c / "sglang")  # torch_compile_cache (its inductor/triton), flashinfer autotune
+            env["SGLANG_CACHE_DIR"] = str(
+                c / "sglang"
+            )  # torch_compile_cache (its inductor/triton), flashinfer autotune
             env["TRITON_CACHE_DIR"] = str(c / "triton")  # triton's own cache (sglang's triton kernels)
             env["TORCHINDUCTOR_CACHE_DIR"] = str(c / "inductor")  # torch.compile outside sglang's compile backend
         return env
 
-    load_metrics = frozenset({
-        "sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:generation_tokens_total", "sglang:token_usage",
-        "sglang:num_retracted_reqs", "sglang:eviction_duration_seconds", "sglang:eviction_duration_seconds_sum",
-    })
+    load_metrics = frozenset(
+        {
+            "sglang:num_running_reqs",
+            "sglang:num_queue_reqs",
+            "sglang:generation_tokens_total",
+            "sglang:token_usage",
+            "sglang:num_retracted_reqs",
+            "sglang:eviction_duration_seconds",
+            "sglang:eviction_duration_seconds_sum",
+        }
+    )
 
     def parse_metrics(self, text: str) -> Metrics:
         m = metric_totals(text)
         extra = {
             k.removeprefix("sglang:"): v
             for k, v in m.items()
-            if k in ("sglang:gen_throughput", "sglang:cache_hit_rate", "sglang:num_used_tokens",
-                     "sglang:prompt_tokens_total", "sglang:num_retracted_reqs", "sglang:mamba_usage")
+            if k
+            in (
+                "sglang:gen_throughput",
+                "sglang:cache_hit_rate",
+                "sglang:num_used_tokens",
+                "sglang:prompt_tokens_total",
+                "sglang:num_retracted_reqs",
+                "sglang:mamba_usage",
+            )
         }
         return Metrics(
             running=m.get("sglang:num_running_reqs"),

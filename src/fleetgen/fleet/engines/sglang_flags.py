@@ -19,7 +19,11 @@ from __future__ import annotations
 import os
 import sys
 
-if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
+if (
+    __name__ == "__main__"
+    and sys.path
+    and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__))
+):
     # Run as a file, Python puts this directory first on sys.path, and its sglang.py (fleetgen's
     # engine module) would shadow the real sglang package.
     del sys.path[0]

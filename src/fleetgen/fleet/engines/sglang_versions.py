@@ -23,14 +23,18 @@ FLAG_HISTORY: tuple[FlagHistory, ...] = (
     FlagHistory("--disable-piecewise-cuda-graph", seen_in="0.5.12", absent_in="0.5.6"),
     FlagHistory("--enforce-piecewise-cuda-graph", seen_in="0.5.12", absent_in="0.5.6"),
     FlagHistory(
-        "--enable-piecewise-cuda-graph", seen_in="0.5.6", deprecated_in="0.5.12",
+        "--enable-piecewise-cuda-graph",
+        seen_in="0.5.6",
+        deprecated_in="0.5.12",
         replacement="nothing: piecewise CUDA graphs are on by default (--disable-piecewise-cuda-graph turns them off)",
     ),
     FlagHistory(
         "--hybrid-kvcache-ratio", seen_in="0.5.6", deprecated_in="0.5.12", replacement="--swa-full-tokens-ratio"
     ),
     FlagHistory(
-        "--collect-tokens-histogram", seen_in="0.5.6", deprecated_in="0.5.12",
+        "--collect-tokens-histogram",
+        seen_in="0.5.6",
+        deprecated_in="0.5.12",
         replacement="nothing: --enable-metrics collects token histograms",
     ),
 )

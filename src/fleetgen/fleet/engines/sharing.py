@@ -31,9 +31,13 @@ def given_share(spec: ReplicaSpec, flag: str) -> float | None:
     try:
         value = float(given)
     except ValueError:
-        raise ConfigError(f"{flag} {given!r} is not a number", hint=f"pass a fraction of the GPU, e.g. {flag} 0.1") from None
+        raise ConfigError(
+            f"{flag} {given!r} is not a number", hint=f"pass a fraction of the GPU, e.g. {flag} 0.1"
+        ) from None
     if not 0 < value <= 1:
-        raise ConfigError(f"{flag} {given} is not a fraction of the GPU", hint=f"pass a value in (0, 1], e.g. {flag} 0.1")
+        raise ConfigError(
+            f"{flag} {given} is not a fraction of the GPU", hint=f"pass a value in (0, 1], e.g. {flag} 0.1"
+        )
     n = spec.gpu_sharers
     total = value * n
     if total > SAFE_TOTAL + 1e-9:
@@ -43,6 +47,6 @@ def given_share(spec: ReplicaSpec, flag: str) -> float | None:
             f"{n} replicas share GPU {gpus} at {flag} {given} each = {total:.2f} of the GPU, over the {SAFE_TOTAL} "
             "they may hold together",
             hint=f"pass at most {flag} {most} with {n} replicas per GPU, or fewer replicas (--replicas-per-gpu), "
-                 f"or leave {flag} out and fleetgen splits the GPU among them",
+            f"or leave {flag} out and fleetgen splits the GPU among them",
         )
     return value

@@ -26,8 +26,16 @@ class VllmEngine(Engine):
     name = "vllm"
     memory_flag = "--gpu-memory-utilization"
     phase_patterns = (
-        (_P(r"Application startup complete|Starting vLLM (API )?server on|init engine \(profile|KV cache size"), Phase.WARMING),
-        (_P(r"Compiling a graph|Dynamo bytecode|torch\.compile takes|[Cc]apturing (CUDA |cuda)?graphs?|compile range"), Phase.COMPILING),
+        (
+            _P(r"Application startup complete|Starting vLLM (API )?server on|init engine \(profile|KV cache size"),
+            Phase.WARMING,
+        ),
+        (
+            _P(
+                r"Compiling a graph|Dynamo bytecode|torch\.compile takes|[Cc]apturing (CUDA |cuda)?graphs?|compile range"
+            ),
+            Phase.COMPILING,
+        ),
         (_P(r"Starting to load model|Loading safetensors|Loading weights|Model loading took"), Phase.LOADING),
         (_P(r"vLLM API server version|non-default args|Initializing a V1 LLM engine"), Phase.STARTING),
     )
@@ -50,10 +58,12 @@ class VllmEngine(Engine):
             "the port is taken: choose another --port-base or stop what holds it",
         ),
         FatalPattern(
-            _P(r"(is not a local folder and is not a valid model identifier|"
-               r"Repo id must be in the form|Can't load the configuration of|"
-               r"does not appear to have a file named config\.json|Invalid repository ID|"
-               r"No such file or directory: .*config\.json)"),
+            _P(
+                r"(is not a local folder and is not a valid model identifier|"
+                r"Repo id must be in the form|Can't load the configuration of|"
+                r"does not appear to have a file named config\.json|Invalid repository ID|"
+                r"No such file or directory: .*config\.json)"
+            ),
             "the model path does not exist or is not a model directory: check --model",
         ),
         FatalPattern(
@@ -82,11 +92,17 @@ class VllmEngine(Engine):
 
     def command(self, spec: ReplicaSpec, python: str) -> list[str]:
         cmd = [
-            python, "-m", "vllm.entrypoints.openai.api_server",
-            "--model", spec.model,
-            "--served-model-name", spec.served_model_name,
-            "--host", spec.host,
-            "--port", str(spec.port),
+            python,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            spec.model,
+            "--served-model-name",
+            spec.served_model_name,
+            "--host",
+            spec.host,
+            "--port",
+            str(spec.port),
         ]
         if spec.tp > 1:
             cmd += ["--tensor-parallel-size", str(spec.tp)]
@@ -132,10 +148,17 @@ class VllmEngine(Engine):
             env["VLLM_CACHE_ROOT"] = str(spec.cache_dir)
         return env
 
-    load_metrics = frozenset({
-        "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:generation_tokens_total",
-        "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "vllm:num_preemptions_total", "vllm:num_preemptions",
-    })
+    load_metrics = frozenset(
+        {
+            "vllm:num_requests_running",
+            "vllm:num_requests_waiting",
+            "vllm:generation_tokens_total",
+            "vllm:kv_cache_usage_perc",
+            "vllm:gpu_cache_usage_perc",
+            "vllm:num_preemptions_total",
+            "vllm:num_preemptions",
+        }
+    )
 
     def parse_metrics(self, text: str) -> Metrics:
         m = metric_totals(text)
@@ -164,7 +187,13 @@ class VllmEngine(Engine):
         if isinstance(metrics, str):
             # vllm:cache_config_info carries the KV cache layout in its labels.
             labels = metric_labels(metrics, "vllm:cache_config_info")
-            for key in ("block_size", "cache_dtype", "num_gpu_blocks", "enable_prefix_caching", "gpu_memory_utilization"):
+            for key in (
+                "block_size",
+                "cache_dtype",
+                "num_gpu_blocks",
+                "enable_prefix_caching",
+                "gpu_memory_utilization",
+            ):
                 if key in labels:
                     cfg[f"cache.{key}"] = labels[key]
         return cfg

@@ -160,8 +160,12 @@ class GenerateConfig(StrictModel):
         its generate stage on these, and generate's own check of job.json decides whether a resume continues."""
         out = self.sampling.identity()
         s = self.sharding
-        out.update(history_reasoning=self.sampling.history_reasoning, tokenizer=self.sampling.tokenizer,
-                   shard=None if s.shard is None else str(s.shard), shards=s.shards)
+        out.update(
+            history_reasoning=self.sampling.history_reasoning,
+            tokenizer=self.sampling.tokenizer,
+            shard=None if s.shard is None else str(s.shard),
+            shards=s.shards,
+        )
         return out
 
 

@@ -19,18 +19,41 @@ from fleetgen.config import StrictModel
 
 # Body keys fleetgen owns (the conversation, the target, the parsers' switches): a profile's
 # extra_body may not set them.
-RESERVED_KEYS = frozenset({
-    "model", "messages", "tools", "tool_choice", "stream", "stream_options", "n", "seed",
-    "return_token_ids", "return_prompt_token_ids", "logprobs", "top_logprobs", "chat_template_kwargs",
-})
+RESERVED_KEYS = frozenset(
+    {
+        "model",
+        "messages",
+        "tools",
+        "tool_choice",
+        "stream",
+        "stream_options",
+        "n",
+        "seed",
+        "return_token_ids",
+        "return_prompt_token_ids",
+        "logprobs",
+        "top_logprobs",
+        "chat_template_kwargs",
+    }
+)
 # The job's policies a row's `sampling` records beside what was sent (config.GenerateConfig.policies):
 # no request field may take their names, so the two never collide.
 POLICY_KEYS = frozenset({"reasoning", "truncation", "tool_match", "history_reasoning"})
 # Keys of a request body that are not sampling parameters: left out of what a row records as sent.
-NOT_SAMPLING = frozenset({
-    "model", "messages", "tools", "tool_choice", "stream", "stream_options",
-    "return_token_ids", "return_prompt_token_ids", "logprobs", "top_logprobs",
-})
+NOT_SAMPLING = frozenset(
+    {
+        "model",
+        "messages",
+        "tools",
+        "tool_choice",
+        "stream",
+        "stream_options",
+        "return_token_ids",
+        "return_prompt_token_ids",
+        "logprobs",
+        "top_logprobs",
+    }
+)
 
 
 class SamplingProfile(StrictModel):
@@ -46,7 +69,9 @@ class SamplingProfile(StrictModel):
     presence_penalty: float | None = Field(None, description="OpenAI presence penalty.")
     frequency_penalty: float | None = Field(None, description="OpenAI frequency penalty.")
     max_tokens: int | None = Field(None, ge=1, description="Token budget per turn; default: the job's max_tokens.")
-    reasoning_effort: str | None = Field(None, description="reasoning_effort sent as is (e.g. low/medium/high, gpt-oss).")
+    reasoning_effort: str | None = Field(
+        None, description="reasoning_effort sent as is (e.g. low/medium/high, gpt-oss)."
+    )
     thinking: bool | None = Field(
         None, description="chat_template_kwargs.enable_thinking: true or false (Qwen3-style thinking on or off)."
     )
@@ -106,8 +131,16 @@ def assign(profiles: list[SamplingProfile], seed: int | None, rid: str, sample: 
 def apply(body: dict[str, Any], profile: SamplingProfile) -> dict[str, Any]:
     """`body` with the profile's settings laid over the job's (in place; returned for chaining)."""
     # max_tokens is not laid here: the turn's budget (profile's, or the job's, or retry-longer's) is the caller's.
-    for key in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
-                "frequency_penalty", "reasoning_effort"):
+    for key in (
+        "temperature",
+        "top_p",
+        "top_k",
+        "min_p",
+        "repetition_penalty",
+        "presence_penalty",
+        "frequency_penalty",
+        "reasoning_effort",
+    ):
         value = getattr(profile, key)
         if value is not None:
             body[key] = value

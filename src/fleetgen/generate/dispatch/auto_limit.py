@@ -106,10 +106,15 @@ class LimitController:
         # While its batch still grows the engine is taking its queue in (prefill is admitted a budget per
         # step): a queue then says nothing about what it can run. Nor while it shrinks: a wave of requests
         # finished together (answers of one length) and their successors wait to be admitted.
-        filling = running is not None and (self._running is None  # a first reading: nothing to compare yet
-                                           or running > self._running + p.queue_target(self._running))
-        steady = (running is not None and self._running is not None
-                  and abs(running - self._running) <= p.queue_target(self._running))
+        filling = running is not None and (
+            self._running is None  # a first reading: nothing to compare yet
+            or running > self._running + p.queue_target(self._running)
+        )
+        steady = (
+            running is not None
+            and self._running is not None
+            and abs(running - self._running) <= p.queue_target(self._running)
+        )
         self._running = running
         kv_full = kv is not None and kv >= p.kv_high
         if self.congested_at is not None and self._since(self._preempted_at) >= p.forget_s:

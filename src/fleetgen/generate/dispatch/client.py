@@ -134,8 +134,14 @@ async def chat(session: aiohttp.ClientSession, endpoint: str, body: dict[str, An
 
 
 async def chat_or_without_ids(
-    session: aiohttp.ClientSession, endpoint: str, body: dict[str, Any], timeout_s: float,
-    refused: set[str], notes: list[str], *, downgrade: bool,
+    session: aiohttp.ClientSession,
+    endpoint: str,
+    body: dict[str, Any],
+    timeout_s: float,
+    refused: set[str],
+    notes: list[str],
+    *,
+    downgrade: bool,
 ) -> ChatAnswer:
     """`chat`, asking an endpoint that refused the token id fields without them (once per endpoint, said in `notes`).
 
@@ -154,8 +160,10 @@ async def chat_or_without_ids(
             raise IdsRefused(e.message, status=e.status) from None
         if endpoint not in refused:  # requests in flight meet the same refusal: one note per endpoint
             refused.add(endpoint)
-            notes.append(f"{endpoint} refused the token id fields ({e.message}); asking it without them "
-                         "(as --no-token-ids): its turns are recorded without ids, reason refused")
+            notes.append(
+                f"{endpoint} refused the token id fields ({e.message}); asking it without them "
+                "(as --no-token-ids): its turns are recorded without ids, reason refused"
+            )
     return replace(await chat(session, endpoint, without_id_fields(body), timeout_s), ids_missing=REFUSED)
 
 

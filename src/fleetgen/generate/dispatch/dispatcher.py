@@ -69,8 +69,12 @@ class Dispatcher:
         self.on_capacity: Callable[[], None] | None = None
         self._rr = 0
         self.rotation = Rotation(
-            self.replicas, clock, self._wake, failures_to_eject=transport.replica_failures,
-            cooldown_s=transport.replica_cooldown_s, give_up_after_s=transport.give_up_after_s,
+            self.replicas,
+            clock,
+            self._wake,
+            failures_to_eject=transport.replica_failures,
+            cooldown_s=transport.replica_cooldown_s,
+            give_up_after_s=transport.give_up_after_s,
         )
         self.hedging = Hedging(self, routing.hedge_after_s, clock)
         self.stalls = StallGuard(transport.stall_factor, transport.stall_floor_s)
@@ -131,7 +135,9 @@ class Dispatcher:
         # Out of rotation: after its cool-down, one request probes it (half-open).
         return not r.probing and r.outstanding == 0 and now >= r.retry_at
 
-    def _choose(self, key: str | None, exclude: Replica | None = None, blocks: tuple[int, ...] = ()) -> Replica | object | None:
+    def _choose(
+        self, key: str | None, exclude: Replica | None = None, blocks: tuple[int, ...] = ()
+    ) -> Replica | object | None:
         """A replica, None when none is free, or _WAIT_HOME: the request's home is full but within the margin."""
         if not self._least_outstanding:
             return self._choose_round_robin(self.clock(), exclude)
@@ -235,14 +241,17 @@ class Dispatcher:
         """A free slot on another replica in rotation at most `max_load` full, without waiting (for hedging)."""
         now = self.clock()
         others = [
-            r for r in self.replicas
+            r
+            for r in self.replicas
             if r is not than and r.in_rotation and self._available(r, now) and r.outstanding <= max_load * r.window
         ]
         if not others:
             return None
         return self._take(min(others, key=lambda r: r.outstanding / r.window))
 
-    def release(self, r: Replica, *, ok: bool = False, failure: TransientError | None = None, rejected: bool = False) -> None:
+    def release(
+        self, r: Replica, *, ok: bool = False, failure: TransientError | None = None, rejected: bool = False
+    ) -> None:
         """Return a slot, with what happened: ok, a transient failure, a rejection, or none (cancelled)."""
         r.stats.outstanding -= 1
         answered = ok or rejected  # a 4xx is an answer too: the server is alive
@@ -277,8 +286,13 @@ class Dispatcher:
     # --- running a request -----------------------------------------------------------------
 
     async def run(
-        self, key: str | None, fn: Callable[[Replica], Awaitable[T]], prefix: Callable[[], tuple[int, ...]] | None = None,
-        *, max_tokens: int | None = None, tokens_of: Callable[[T], int] | None = None,
+        self,
+        key: str | None,
+        fn: Callable[[Replica], Awaitable[T]],
+        prefix: Callable[[], tuple[int, ...]] | None = None,
+        *,
+        max_tokens: int | None = None,
+        tokens_of: Callable[[T], int] | None = None,
     ) -> tuple[T, Replica]:
         """Run `fn` on a replica until it answers: retries transient failures elsewhere with backoff.
 
@@ -304,12 +318,20 @@ class Dispatcher:
                 await asyncio.sleep(delay)
 
     async def _run_once(
-        self, key: str | None, fn: Callable[[Replica], Awaitable[T]], prefix: Callable[[], tuple[int, ...]] | None = None,
-        max_tokens: int | None = None, tokens_of: Callable[[T], int] | None = None,
+        self,
+        key: str | None,
+        fn: Callable[[Replica], Awaitable[T]],
+        prefix: Callable[[], tuple[int, ...]] | None = None,
+        max_tokens: int | None = None,
+        tokens_of: Callable[[T], int] | None = None,
     ) -> tuple[T, Replica]:
         p = self.routing
-        blocks = prefix() if prefix is not None and p.prefix_routing and p.prefix_affinity and key not in self._pins else ()
-        r = self.try_acquire(key, blocks) or await self.acquire(key, blocks)  # no coroutine to await when a slot is free
+        blocks = (
+            prefix() if prefix is not None and p.prefix_routing and p.prefix_affinity and key not in self._pins else ()
+        )
+        r = self.try_acquire(key, blocks) or await self.acquire(
+            key, blocks
+        )  # no coroutine to await when a slot is free
         started = self.clock()
         # The request is awaited directly, with no task of its own: a twin can join it only in the tail (hedging.py).
         flight = self.hedging.track(r, started, fn) if p.hedge else None

@@ -66,8 +66,9 @@ def engine_of_page(text: str) -> Engine | None:
 class LoadPoller:
     """Polls every replica of `dispatcher` and sets its window from its LimitController."""
 
-    def __init__(self, dispatcher: Dispatcher, policy: LimitPolicy, *, api_key: str | None = None,
-                 poll_s: float = POLL_S) -> None:
+    def __init__(
+        self, dispatcher: Dispatcher, policy: LimitPolicy, *, api_key: str | None = None, poll_s: float = POLL_S
+    ) -> None:
         self.dispatcher = dispatcher
         self.poll_s = poll_s
         self.api_key = api_key
@@ -100,8 +101,10 @@ class LoadPoller:
         if metrics is None:
             if not src.told and src.engine is None:
                 src.told = True
-                log.warning(f"{replica.endpoint} reports no load (/metrics, /v1/loads); --concurrency auto keeps "
-                            f"{replica.window} in flight there")
+                log.warning(
+                    f"{replica.endpoint} reports no load (/metrics, /v1/loads); --concurrency auto keeps "
+                    f"{replica.window} in flight there"
+                )
             return
         reading = self.reading(src, metrics)
         replica.stats.engine_running = reading.running
@@ -127,9 +130,11 @@ class LoadPoller:
         replica.stats.engine_eviction_s += spent
         if spent / (now - before[1]) >= EVICTION_SHARE and not src.told_eviction:
             src.told_eviction = True
-            log.warning(f"{replica.endpoint} spent {100 * spent / (now - before[1]):.0f}% of the last "
-                        f"{now - before[1]:.1f}s evicting its prefix cache: its cache is full of finished answers and "
-                        "each step pays for it (SGLang 0.5.12; see docs/sglang.md, 'The radix cache and long jobs')")
+            log.warning(
+                f"{replica.endpoint} spent {100 * spent / (now - before[1]):.0f}% of the last "
+                f"{now - before[1]:.1f}s evicting its prefix cache: its cache is full of finished answers and "
+                "each step pays for it (SGLang 0.5.12; see docs/sglang.md, 'The radix cache and long jobs')"
+            )
 
     @staticmethod
     def reading(src: _Source, m: Metrics) -> Reading:

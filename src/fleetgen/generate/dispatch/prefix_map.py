@@ -57,7 +57,7 @@ def prefix_blocks(messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, 
     out = []
     h = 0
     for start in range(0, len(text) - BLOCK_CHARS + 1, BLOCK_CHARS):
-        h = hash((h, text[start:start + BLOCK_CHARS]))
+        h = hash((h, text[start : start + BLOCK_CHARS]))
         out.append(h)
     return tuple(out)
 

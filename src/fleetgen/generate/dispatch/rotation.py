@@ -26,8 +26,14 @@ class Rotation:
     """Takes the dispatcher's replicas out of rotation and back; all methods run on one event loop."""
 
     def __init__(
-        self, replicas: list[Replica], clock: Clock, wake: Callable[[], None], *,
-        failures_to_eject: int, cooldown_s: float, give_up_after_s: float,
+        self,
+        replicas: list[Replica],
+        clock: Clock,
+        wake: Callable[[], None],
+        *,
+        failures_to_eject: int,
+        cooldown_s: float,
+        give_up_after_s: float,
     ) -> None:
         self.replicas = replicas  # the dispatcher's own list: a replacement changes it in place
         self.clock = clock
@@ -82,7 +88,9 @@ class Rotation:
         r.stats.warming = False
         r.stats.warmup_error = why
         if all(x.stats.warmup_error for x in self.replicas):
-            self.dead = "no replica finished its warm-up: " + "; ".join(x.stats.warmup_error or "" for x in self.replicas)
+            self.dead = "no replica finished its warm-up: " + "; ".join(
+                x.stats.warmup_error or "" for x in self.replicas
+            )
             self.wake()
 
     # --- out and back ------------------------------------------------------------------------

@@ -102,7 +102,13 @@ class StallGuard:
         if n <= LOG_FIRST or n % LOG_EVERY == 0:
             log.warning(
                 "replica %d (%s): a request of %d tokens had no answer after %.1fs (its recent pace allows %.1fs); "
-                "cancelled and re-sent (%d so far on this replica)", r.index, r.endpoint, max_tokens, bound_s, bound_s, n,
+                "cancelled and re-sent (%d so far on this replica)",
+                r.index,
+                r.endpoint,
+                max_tokens,
+                bound_s,
+                bound_s,
+                n,
             )
         return Stalled(f"no answer after {bound_s:.1f}s, the bound its replica's pace sets for {max_tokens} tokens")
 
@@ -117,8 +123,9 @@ def _expire(task: asyncio.Task | None, expired: list[bool]) -> None:
 QUIET_S = 30.0  # no answer from a replica with requests in flight for this long is said, once per silence
 
 
-async def say_when_quiet(replicas: Callable[[], Sequence[Replica]], clock: Callable[[], float],
-                         quiet_s: float = QUIET_S) -> None:
+async def say_when_quiet(
+    replicas: Callable[[], Sequence[Replica]], clock: Callable[[], float], quiet_s: float = QUIET_S
+) -> None:
     """Until cancelled: log a replica that holds requests and has answered none for `quiet_s`, so a job never
     waits silently (its requests are re-sent once the stall bound passes; this says what it waits on meanwhile)."""
     told: dict[int, float] = {}  # id(replica) -> the last answer time the silence was told for
@@ -131,5 +138,11 @@ async def say_when_quiet(replicas: Callable[[], Sequence[Replica]], clock: Calla
             if since is None or not s.outstanding or now - since < quiet_s or told.get(id(r)) == since:
                 continue
             told[id(r)] = since
-            log.warning("replica %d (%s): no answer for %.0fs, %d request(s) in flight; waiting (each is re-sent "
-                        "once the bound its replica's pace sets passes)", r.index, r.endpoint, now - since, s.outstanding)
+            log.warning(
+                "replica %d (%s): no answer for %.0fs, %d request(s) in flight; waiting (each is re-sent "
+                "once the bound its replica's pace sets passes)",
+                r.index,
+                r.endpoint,
+                now - since,
+                s.outstanding,
+            )

@@ -37,7 +37,9 @@ def resolve_target(config: GenerateConfig) -> Target:
     if config.fleet_state is not None:
         fleet = read_state(config.fleet_state)
         if not fleet.replicas:
-            raise ConfigError(f"fleet state {config.fleet_state} lists no replicas", hint="start one with `fleetgen up`")
+            raise ConfigError(
+                f"fleet state {config.fleet_state} lists no replicas", hint="start one with `fleetgen up`"
+            )
         if fleet.api_key_required and not key:
             raise ConfigError("the fleet requires an API key", hint="pass --api-key or set FLEETGEN_API_KEY")
         running = fleet.max_running_requests

@@ -65,8 +65,10 @@ def path_name(body: dict[str, Any]) -> str:
         if body.get("min_p"):
             parts.append("min_p")
         parts = parts or ["temperature"]
-    if any(body.get(k) not in (None, n) for k, n in (("repetition_penalty", 1.0), ("presence_penalty", 0.0),
-                                                      ("frequency_penalty", 0.0))):
+    if any(
+        body.get(k) not in (None, n)
+        for k, n in (("repetition_penalty", 1.0), ("presence_penalty", 0.0), ("frequency_penalty", 0.0))
+    ):
         parts.append("penalties")
     if body.get("logprobs") or body.get("top_logprobs") or body.get("return_logprob"):
         parts.append("logprobs")
@@ -113,8 +115,11 @@ class WarmupResult:
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"index": self.index, "endpoint": self.endpoint,
-                               "seconds": {k: round(v, 3) for k, v in self.seconds.items()}}
+        out: dict[str, Any] = {
+            "index": self.index,
+            "endpoint": self.endpoint,
+            "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
+        }
         if self.refused:
             out["refused"] = self.refused
         if self.error:
@@ -126,8 +131,13 @@ class Warmup:
     """Holds every replica out of the dispatcher until its paths answered, then lets it take work."""
 
     def __init__(
-        self, config: WarmupConfig, sampling: SamplingConfig, transport: TransportConfig, dispatcher: Dispatcher,
-        http: aiohttp.ClientSession, model: str,
+        self,
+        config: WarmupConfig,
+        sampling: SamplingConfig,
+        transport: TransportConfig,
+        dispatcher: Dispatcher,
+        http: aiohttp.ClientSession,
+        model: str,
     ) -> None:
         self.config = config
         self.transport = transport
@@ -140,16 +150,23 @@ class Warmup:
 
     @classmethod
     def start(
-        cls, config: WarmupConfig, sampling: SamplingConfig, transport: TransportConfig, dispatcher: Dispatcher,
-        http: aiohttp.ClientSession, model: str,
+        cls,
+        config: WarmupConfig,
+        sampling: SamplingConfig,
+        transport: TransportConfig,
+        dispatcher: Dispatcher,
+        http: aiohttp.ClientSession,
+        model: str,
     ) -> Warmup | None:
         """Hold every replica and warm each at once (and each replacement that joins later); None when off."""
         if not config.enabled:
             return None
         warmup = cls(config, sampling, transport, dispatcher, http, model)
         names = "; ".join(p.name for p in warmup.paths)
-        log.info(f"{PHASE}: {len(warmup.paths)} sampling path(s) ({names}) on {len(dispatcher.replicas)} replica(s), "
-                 "before they take the job's requests")
+        log.info(
+            f"{PHASE}: {len(warmup.paths)} sampling path(s) ({names}) on {len(dispatcher.replicas)} replica(s), "
+            "before they take the job's requests"
+        )
         for replica in dispatcher.replicas:
             warmup.add(replica)
         dispatcher.on_new_replica = warmup.add
@@ -172,17 +189,25 @@ class Warmup:
                 await self._send(replica, path)
             except Rejected as e:  # the request's fault, not the replica's: the job's requests will meet it too
                 result.refused[path.name] = e.message
-                log.info(f"replica {replica.index} ({replica.endpoint}) refused the warm-up of path {path.name}: "
-                         f"{e.message}; the job's requests of that path will be refused the same way")
+                log.info(
+                    f"replica {replica.index} ({replica.endpoint}) refused the warm-up of path {path.name}: "
+                    f"{e.message}; the job's requests of that path will be refused the same way"
+                )
             except TransientError as e:
                 result.error = f"path {path.name}: {e.message}"
-                log.warning(f"replica {replica.index} ({replica.endpoint}) failed its warm-up ({result.error}); "
-                            "it takes no work in this run; read its log, then run the same command to resume on it")
-                self.dispatcher.rotation.warmup_failed(replica, f"replica {replica.index} failed its warm-up: {result.error}")
+                log.warning(
+                    f"replica {replica.index} ({replica.endpoint}) failed its warm-up ({result.error}); "
+                    "it takes no work in this run; read its log, then run the same command to resume on it"
+                )
+                self.dispatcher.rotation.warmup_failed(
+                    replica, f"replica {replica.index} failed its warm-up: {result.error}"
+                )
                 return
             result.seconds[path.name] = time.monotonic() - started
-        log.info(f"replica {replica.index}: {PHASE}: done in {time.monotonic() - t0:.1f}s "
-                 f"({', '.join(f'{k} {v:.1f}s' for k, v in result.seconds.items())})")
+        log.info(
+            f"replica {replica.index}: {PHASE}: done in {time.monotonic() - t0:.1f}s "
+            f"({', '.join(f'{k} {v:.1f}s' for k, v in result.seconds.items())})"
+        )
         self.dispatcher.rotation.admit(replica)
 
     async def _send(self, replica: Replica, path: SamplingPath) -> None:

@@ -86,7 +86,6 @@ class _Loaded:
     whole: bool
 
 
-
 def _next_head(f, *, strict: bool = False) -> tuple | None:
     """The fields of the frame header at f's position; None at the end, or (unless strict: OSError) where it is not sound."""
     head = f.read(_HEAD)
@@ -170,9 +169,16 @@ class CheckpointProgress:
     what is on disk, and moves the watermark past the rows now resolved.
     """
 
-    def __init__(self, path: Path, fd: int | None, done: DoneSet, samples: int,
-                 ends: Callable[[], tuple[int, int, int, int]], start: Start | None,
-                 claims_at: tuple[bytes, int, int] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        fd: int | None,
+        done: DoneSet,
+        samples: int,
+        ends: Callable[[], tuple[int, int, int, int]],
+        start: Start | None,
+        claims_at: tuple[bytes, int, int] | None = None,
+    ) -> None:
         self.path, self._fd, self._done, self._samples, self._ends = path, fd, done, samples, ends
         self.start = start
         # (job digest, the claims snapshot's line, checkpoint offset where this run's frames begin)
@@ -185,8 +191,16 @@ class CheckpointProgress:
         self._pending: deque[list] = deque()
 
     @classmethod
-    def open(cls, outdir: Path, suffix: str, digest: bytes, done: DoneSet, samples: int,
-             paths: tuple[Path, Path], ends: Callable[[], tuple[int, int, int, int]]) -> CheckpointProgress:
+    def open(
+        cls,
+        outdir: Path,
+        suffix: str,
+        digest: bytes,
+        done: DoneSet,
+        samples: int,
+        paths: tuple[Path, Path],
+        ends: Callable[[], tuple[int, int, int, int]],
+    ) -> CheckpointProgress:
         """Load the checkpoint when sound and this job's (cutting a torn tail), else start a new one."""
         path = outdir / checkpoint_name(suffix)
         start, fd, run_from = None, None, len(_MAGIC) + len(digest)
@@ -282,12 +296,14 @@ class CheckpointProgress:
     def _save_claims(self) -> None:
         """The claims before the watermark, sorted, for the next resume to map (claimsfile.py); advisory."""
         digest, _, run_from = self._claims_at  # type: ignore[misc]
-        target = self.path.with_name(claimsfile.claims_name(self.path.name[len("resume"):-len(".ckpt")]))
+        target = self.path.with_name(claimsfile.claims_name(self.path.name[len("resume") : -len(".ckpt")]))
         try:
             new = _frame_claims(self.path, run_from)
             old = self.start.claims.arrays() if self.start is not None else None
-            lo, hi, line = (np.concatenate([old[k], new[name]]) if old is not None else new[name]
-                            for k, name in enumerate(("lo", "hi", "line")))
+            lo, hi, line = (
+                np.concatenate([old[k], new[name]]) if old is not None else new[name]
+                for k, name in enumerate(("lo", "hi", "line"))
+            )
             order = np.argsort(lo, kind="stable")
             claimsfile.save(target, digest, self._written, lo[order], hi[order], line[order])
         except OSError as e:
@@ -305,8 +321,9 @@ class CheckpointProgress:
         payload = self._claims.encode()
         n = len(payload) // CLAIM_DTYPE.itemsize
         r_end, r_crc, e_end, e_crc = self._ends()
-        head = _FRAME.pack(_FRAME_MAGIC, n, self._line, self._offset, self._count, r_end, e_end, r_crc, e_crc,
-                           zlib.crc32(payload))
+        head = _FRAME.pack(
+            _FRAME_MAGIC, n, self._line, self._offset, self._count, r_end, e_end, r_crc, e_crc, zlib.crc32(payload)
+        )
         frame = head + _CRC.pack(zlib.crc32(head)) + payload
         try:
             written = os.write(self._fd, frame)
@@ -339,4 +356,6 @@ def _frame_claims(path: Path, offset: int) -> np.ndarray:
 
 
 def _note(path: Path, e: OSError) -> None:
-    log.warning(f"resume checkpoint {path} not updated ({e.strerror or e}); the next resume reads the whole prompt file")
+    log.warning(
+        f"resume checkpoint {path} not updated ({e.strerror or e}); the next resume reads the whole prompt file"
+    )

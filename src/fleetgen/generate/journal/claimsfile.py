@@ -52,8 +52,11 @@ class SortedClaims:
 
 def save(path: Path, digest: bytes, line: int, lo: np.ndarray, hi: np.ndarray, lines: np.ndarray) -> None:
     """Write claims (already sorted by `lo`) taken at watermark `line`."""
-    parts = [np.ascontiguousarray(lo, dtype="<u8"), np.ascontiguousarray(hi, dtype="<u8"),
-             np.ascontiguousarray(lines, dtype="<u4")]
+    parts = [
+        np.ascontiguousarray(lo, dtype="<u8"),
+        np.ascontiguousarray(hi, dtype="<u8"),
+        np.ascontiguousarray(lines, dtype="<u4"),
+    ]
     body = xxhash.xxh3_64()
     for a in parts:
         body.update(memoryview(a).cast("B"))

@@ -36,7 +36,9 @@ def _prints(outdir: Path, files: list[str]) -> dict[str, list[int]]:
     return {name: _file_print(outdir / name) for name in files}
 
 
-def mark_complete(outdir: Path, identity: dict[str, Any], samples: int, resumed: int, files: list[str], name: str = COMPLETE) -> None:
+def mark_complete(
+    outdir: Path, identity: dict[str, Any], samples: int, resumed: int, files: list[str], name: str = COMPLETE
+) -> None:
     """Record that this job's journal files, as they are now, resolve every prompt row."""
     from fleetgen.generate.journal.outdir import write_atomic
 
@@ -44,7 +46,9 @@ def mark_complete(outdir: Path, identity: dict[str, Any], samples: int, resumed:
     write_atomic(outdir / name, orjson.dumps(mark, option=orjson.OPT_SORT_KEYS))
 
 
-def read_complete(outdir: Path, identity: dict[str, Any], samples: int, files: list[str], name: str = COMPLETE) -> int | None:
+def read_complete(
+    outdir: Path, identity: dict[str, Any], samples: int, files: list[str], name: str = COMPLETE
+) -> int | None:
     """What a resume would count as done, when the mark matches this job and these files exactly; else None."""
     try:
         mark = orjson.loads((outdir / name).read_bytes())

@@ -121,7 +121,9 @@ class Journal:
         fsync_dir(outdir)
         return journal, done
 
-    def commit(self, results: list[bytes], errors: list[bytes], keys: tuple[list[int], list[int]] | None = None) -> None:
+    def commit(
+        self, results: list[bytes], errors: list[bytes], keys: tuple[list[int], list[int]] | None = None
+    ) -> None:
         """Append each batch, then fsync: every line is either all there or not there at all.
 
         `keys`: each result line's (id hash, sample), as `record` computed them (Batch.hashes, Batch.samples),
@@ -233,4 +235,3 @@ class Journal:
         if getattr(self, "_index_fd", None) is not None:
             os.close(self._index_fd)
             self._index_fd = None
-

@@ -68,8 +68,24 @@ def save(path: Path, done: DoneSet, ends: tuple[int, int, int, int], index_len: 
         body.update(part)
     r_end, r_crc, e_end, e_crc = ends
     bits = (len(table) // 24).bit_length() - 1
-    head = _seal(_MAGIC + _HEAD.pack(bits, done.ids, done.results, done.errors, r_end, r_crc, e_end, e_crc, index_len,
-                                     index_tail, len(done.bad_lines), len(wide), body.intdigest()))
+    head = _seal(
+        _MAGIC
+        + _HEAD.pack(
+            bits,
+            done.ids,
+            done.results,
+            done.errors,
+            r_end,
+            r_crc,
+            e_end,
+            e_crc,
+            index_len,
+            index_tail,
+            len(done.bad_lines),
+            len(wide),
+            body.intdigest(),
+        )
+    )
     with atomic_file(path, durable=False) as f:  # not fsynced: see the module's docstring
         f.write(head)
         f.write(table)
@@ -102,8 +118,9 @@ def load(path: Path, results: Path, errors: Path, index: Path) -> Snapshot | Non
     head = m[:_BLOCK]
     if head[: len(_MAGIC)] != _MAGIC or zlib.crc32(head[: -_CRC.size]) != _CRC.unpack_from(head, _BLOCK - _CRC.size)[0]:
         return _refuse("header CRC")
-    (bits, n, n_results, n_errors, r_end, r_crc, e_end, e_crc, index_len, index_tail, n_bad, n_wide,
-     body_hash) = _HEAD.unpack_from(head, len(_MAGIC))
+    (bits, n, n_results, n_errors, r_end, r_crc, e_end, e_crc, index_len, index_tail, n_bad, n_wide, body_hash) = (
+        _HEAD.unpack_from(head, len(_MAGIC))
+    )
     table_bytes = 24 << bits
     if bits > 40 or size != _BLOCK + table_bytes + 8 * n_bad + KEY_DTYPE.itemsize * n_wide:
         return _refuse("size")

@@ -64,8 +64,9 @@ class Loaded:
     whole: bool  # every byte of the index file was a sound frame
 
 
-def read_index(path: Path, on_keys: Callable[[np.ndarray], None] | None = None,
-               start: tuple[int, int, int] | None = None) -> Loaded | None:
+def read_index(
+    path: Path, on_keys: Callable[[np.ndarray], None] | None = None, start: tuple[int, int, int] | None = None
+) -> Loaded | None:
     """The sound, contiguous frames of the index at `path`; None when it is missing or has no header.
 
     With on_keys, keys are handed over about a million at a time as they are read and not kept

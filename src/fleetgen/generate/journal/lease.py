@@ -105,15 +105,23 @@ class Lease:
                 os.close(fd)
                 raise
             if holder:
-                log.info(f"took over the lease on {path.name} of {describe(holder)}: it is gone "
-                         f"({'its lock was released' if locked else 'no such process on this host'})")
+                log.info(
+                    f"took over the lease on {path.name} of {describe(holder)}: it is gone "
+                    f"({'its lock was released' if locked else 'no such process on this host'})"
+                )
             if locked is None:
                 log.warning(f"{path.parent} does not support flock; only the lease's token guards it")
             return lease
 
     def _write(self, group: str | None) -> None:
-        me = {"host": socket.gethostname(), "pid": os.getpid(), "token": self.token, "group": group,
-              "since": round(time.time(), 3), "boot": psutil.boot_time()}
+        me = {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "token": self.token,
+            "group": group,
+            "since": round(time.time(), 3),
+            "boot": psutil.boot_time(),
+        }
         data = orjson.dumps(me) + b"\n"
         try:
             os.ftruncate(self.fd, 0)

@@ -193,7 +193,9 @@ class _IndexLeveler:
         return True
 
     def _give_up(self, e: OSError) -> None:
-        log.warning(f"key index {self.index} not updated ({e.strerror or e}); the next resume reads the results instead")
+        log.warning(
+            f"key index {self.index} not updated ({e.strerror or e}); the next resume reads the results instead"
+        )
         if self.f is not None:
             try:
                 self.f.close()

@@ -92,8 +92,16 @@ def record(outcome: Outcome, batch: Batch, done: DoneSet, stats: Stats, job: str
                     return
                 done.bad_lines.add(outcome.line)
             batch.errors.append(
-                dumps_line({"id": outcome.id, "sample": None, "line": outcome.line, "kind": outcome.kind, "reason": outcome.reason,
-                            **tag})
+                dumps_line(
+                    {
+                        "id": outcome.id,
+                        "sample": None,
+                        "line": outcome.line,
+                        "kind": outcome.kind,
+                        "reason": outcome.reason,
+                        **tag,
+                    }
+                )
             )
             stats.errors += 1
             stats.input_errors += 1

@@ -33,8 +33,10 @@ def make_output_dir(outdir: Path) -> Path:
     try:
         outdir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise InputError(f"cannot create output directory {outdir}: {e.strerror}",
-                         hint="pass -o a directory (new or existing) you can write to, not a file") from None
+        raise InputError(
+            f"cannot create output directory {outdir}: {e.strerror}",
+            hint="pass -o a directory (new or existing) you can write to, not a file",
+        ) from None
     return outdir
 
 

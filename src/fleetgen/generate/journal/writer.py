@@ -78,7 +78,9 @@ class Writer:
             if batch and self.error is None:
                 # fsync may take milliseconds; outcomes that arrive meanwhile join the next batch.
                 try:
-                    await asyncio.to_thread(self.journal.commit, batch.results, batch.errors, (batch.hashes, batch.samples))
+                    await asyncio.to_thread(
+                        self.journal.commit, batch.results, batch.errors, (batch.hashes, batch.samples)
+                    )
                     if self.on_durable:
                         self.on_durable()
                 except OutputError as e:

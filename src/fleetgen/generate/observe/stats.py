@@ -167,8 +167,13 @@ class Stats:
         since = r.stopped_answering_since(now)
         if since is None:
             return None
-        return {"since_s": round(since - self.started, 1), "silent_for_s": round(now - since, 1),
-                "unanswered": r.silent, "moved": r.silent_moved, "in_flight": r.outstanding}
+        return {
+            "since_s": round(since - self.started, 1),
+            "silent_for_s": round(now - since, 1),
+            "unanswered": r.silent,
+            "moved": r.silent_moved,
+            "in_flight": r.outstanding,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         e = self.elapsed_s

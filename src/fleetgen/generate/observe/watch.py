@@ -22,8 +22,14 @@ class JobWatch:
     """Started once the run begins, closed after stats.json is written; costs nothing per request."""
 
     def __init__(
-        self, config: ObserveConfig, stats: Stats, metrics=None, *, fleet_state: Path | None = None,
-        output_dir: Path = Path("."), auto: bool = False,
+        self,
+        config: ObserveConfig,
+        stats: Stats,
+        metrics=None,
+        *,
+        fleet_state: Path | None = None,
+        output_dir: Path = Path("."),
+        auto: bool = False,
     ) -> None:
         self.config = config
         self.fleet_state = fleet_state  # where the progress file goes (none for --endpoint jobs)
@@ -38,8 +44,14 @@ class JobWatch:
 
     @classmethod
     def start(
-        cls, config: ObserveConfig, stats: Stats, metrics=None, *, fleet_state: Path | None = None,
-        output_dir: Path = Path("."), auto: bool = False,
+        cls,
+        config: ObserveConfig,
+        stats: Stats,
+        metrics=None,
+        *,
+        fleet_state: Path | None = None,
+        output_dir: Path = Path("."),
+        auto: bool = False,
     ) -> JobWatch:
         """Serve metrics (on `metrics`, a MetricsServer the caller owns, or on config.metrics_port) and publish progress."""
         w = cls(config, stats, metrics, fleet_state=fleet_state, output_dir=output_dir, auto=auto)
@@ -65,15 +77,28 @@ class JobWatch:
     def _publish(self) -> None:
         s = self.stats
         try:
-            write_job(Path(self.fleet_state), JobProgress(  # type: ignore[arg-type]
-                pid=self._pid, create_time=self._create_time, boot_time=self._boot_time, output_dir=self.output_dir,
-                updated_at=time.time(), total=s.total, done=s.done, ok=s.ok, errors=s.errors, resumed=s.resumed,
-                samples_per_s=s.samples_per_s, output_tokens_per_s=s.output_tokens_per_s, eta_s=s.eta_s,
-                metrics_url=self.metrics.url if self.metrics is not None else None,
-                concurrency="auto" if self.auto else "fixed",
-                limits=_limits(s),
-                stalled=_stalled(s),
-            ))
+            write_job(
+                Path(self.fleet_state),
+                JobProgress(  # type: ignore[arg-type]
+                    pid=self._pid,
+                    create_time=self._create_time,
+                    boot_time=self._boot_time,
+                    output_dir=self.output_dir,
+                    updated_at=time.time(),
+                    total=s.total,
+                    done=s.done,
+                    ok=s.ok,
+                    errors=s.errors,
+                    resumed=s.resumed,
+                    samples_per_s=s.samples_per_s,
+                    output_tokens_per_s=s.output_tokens_per_s,
+                    eta_s=s.eta_s,
+                    metrics_url=self.metrics.url if self.metrics is not None else None,
+                    concurrency="auto" if self.auto else "fixed",
+                    limits=_limits(s),
+                    stalled=_stalled(s),
+                ),
+            )
         except OSError:
             pass  # a status view must never stop the job
 

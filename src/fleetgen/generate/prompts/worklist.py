@@ -93,8 +93,16 @@ class WorkList:
     # where every row then takes the full path, as before the fast skip existed.
     fast_skip = True
 
-    def __init__(self, prompts: Path, samples: int, done: DoneSet, stats: Stats, *, shard: Shard = Shard(),
-                 progress: CheckpointProgress | None = None) -> None:
+    def __init__(
+        self,
+        prompts: Path,
+        samples: int,
+        done: DoneSet,
+        stats: Stats,
+        *,
+        shard: Shard = Shard(),
+        progress: CheckpointProgress | None = None,
+    ) -> None:
         self.prompts = prompts
         self.samples = samples
         self.done = done
@@ -124,7 +132,9 @@ class WorkList:
         done, bad_lines = self.done, self.done.bad_lines
         progress = self.progress
         start = progress.start if progress is not None else None
-        first_line = FirstLines.for_rows(max(0, self.stats.total // samples - (start.line - 1 if start else 0)))  # rows x samples
+        first_line = FirstLines.for_rows(
+            max(0, self.stats.total // samples - (start.line - 1 if start else 0))
+        )  # rows x samples
         has_all, fast = done.has_all_hash, self.fast_skip
         claim = local = first_line.setdefault
         prefix = None  # the ids claimed before the watermark, by hash
@@ -139,6 +149,7 @@ class WorkList:
                 def claim(rid: str, line: int) -> int:
                     seen = prefix(id_hash(rid))  # an id first seen before the watermark
                     return local(rid, line) if seen is None else seen
+
         if progress is not None:
             resolved, pending_row, pending_bad = progress.resolved, progress.pending_row, progress.pending_bad
             rows = iter_rows_at(self.prompts, start.offset, start.line) if start else iter_rows_at(self.prompts)
@@ -163,8 +174,14 @@ class WorkList:
                 if rid is not None and not shard.whole and surely_valid(row) and not shard.owns(rid):
                     resolved(line, end, 0, None)
                     continue  # another shard's row (normalize gives it this id)
-                if (rid is not None and hash_ids and has_all(h := id_hash(rid), samples) and surely_valid(row)
-                        and (prefix is None or prefix(h) is None) and local(rid, line) == line):
+                if (
+                    rid is not None
+                    and hash_ids
+                    and has_all(h := id_hash(rid), samples)
+                    and surely_valid(row)
+                    and (prefix is None or prefix(h) is None)
+                    and local(rid, line) == line
+                ):
                     self.stats.resumed += samples  # what record(Skipped(rid, k)) does for each sample
                     self.next_resumed += samples
                     resolved(line, end, samples, h)
@@ -188,8 +205,11 @@ class WorkList:
                 if item.line not in bad_lines:
                     pending_bad(line, end)
                     yield Failed(
-                        item.id, None, f"line {item.line}: duplicate id {item.id!r} (first on line {seen}); {ROW_HINT}",
-                        "input", item.line,
+                        item.id,
+                        None,
+                        f"line {item.line}: duplicate id {item.id!r} (first on line {seen}); {ROW_HINT}",
+                        "input",
+                        item.line,
                     )
                 else:
                     self.stats.resumed += 1

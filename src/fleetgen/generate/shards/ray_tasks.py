@@ -37,13 +37,15 @@ def shard_task(config: GenerateConfig, marker: str, token: str) -> dict:
     return {"where": where, "stats": stats.to_dict()}
 
 
-def run_on_ray(configs: list[GenerateConfig], address: str | None, retries: int, marker: str, token: str) -> list[ShardOutcome]:
+def run_on_ray(
+    configs: list[GenerateConfig], address: str | None, retries: int, marker: str, token: str
+) -> list[ShardOutcome]:
     """Submit one task per shard config, wait for all (in the order they finish), and say how each ended."""
     connect(address)
     refs = {
-        shard_task.options(name=f"fleetgen-shard-{cfg.sharding.shard}", max_retries=retries, retry_exceptions=False).remote(
-            cfg, marker, token
-        ): cfg.sharding.rows.index
+        shard_task.options(
+            name=f"fleetgen-shard-{cfg.sharding.shard}", max_retries=retries, retry_exceptions=False
+        ).remote(cfg, marker, token): cfg.sharding.rows.index
         for cfg in configs
     }
     pending, outcomes = list(refs), []
@@ -65,10 +67,13 @@ def _outcome(index: int, ref: ray.ObjectRef, retries: int) -> ShardOutcome:
         cause = getattr(e, "cause", None)
         if isinstance(cause, FleetgenError):
             return ShardFailed(index, cause.message, cause.hint)
-        return ShardFailed(index, f"its task raised {type(cause or e).__name__}: {cause or e}", "a bug: please report it")
+        return ShardFailed(
+            index, f"its task raised {type(cause or e).__name__}: {cause or e}", "a bug: please report it"
+        )
     except RayError as e:
         return ShardFailed(
-            index, f"its Ray worker died {retries + 1} times ({type(e).__name__})",
+            index,
+            f"its Ray worker died {retries + 1} times ({type(e).__name__})",
             "see `ray logs` on the node; raise --shard-retries if nodes come and go",
         )
     return ShardDone(index, out["stats"], out["where"])

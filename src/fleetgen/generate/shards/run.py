@@ -100,7 +100,8 @@ def choose_runner(config: GenerateConfig) -> tuple[Runner, str | None]:
         import ray  # noqa: F401
     except ImportError:
         raise ConfigError(
-            "shard_runner ray: the ray package is not installed", hint="pip install 'fleetgen[ray]', or use --shard-runner process"
+            "shard_runner ray: the ray package is not installed",
+            hint="pip install 'fleetgen[ray]', or use --shard-runner process",
         ) from None
     return "ray", (state.ray_address if on_ray and state is not None else None) or "auto"
 
@@ -152,7 +153,11 @@ def run_processes(configs: list[GenerateConfig], retries: int) -> list[ShardOutc
             # terminal's and the parent's, and the second abandons the samples in flight.
             proc = subprocess.Popen(
                 [sys.executable, "-c", "from fleetgen.generate.shards.run import child_main; child_main()"],
-                env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, process_group=0,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                process_group=0,
             )
             procs[index] = proc
             out, _ = proc.communicate(body)
@@ -160,11 +165,16 @@ def run_processes(configs: list[GenerateConfig], retries: int) -> list[ShardOutc
                 return _outcome(index, out, proc.returncode, f"pid {proc.pid}")
             name = signal.Signals(-proc.returncode).name
             if stopping.is_set():  # stopped on purpose (a signal during its start-up): not a death to retry
-                return ShardFailed(index, f"stopped by {name} before it could finish cleanly",
-                                   "run the same command again: it resumes from its journal")
+                return ShardFailed(
+                    index,
+                    f"stopped by {name} before it could finish cleanly",
+                    "run the same command again: it resumes from its journal",
+                )
             if attempt < retries:
-                log.warning(f"shard {cfg.sharding.shard} died ({name}); starting it again ({attempt + 1} of {retries}): "
-                            "it resumes from its journal")
+                log.warning(
+                    f"shard {cfg.sharding.shard} died ({name}); starting it again ({attempt + 1} of {retries}): "
+                    "it resumes from its journal"
+                )
         return ShardFailed(index, f"its process died ({name}) {retries + 1} times", "read its output above")
 
     def forward(signum: int, frame: object = None) -> None:

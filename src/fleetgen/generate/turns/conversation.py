@@ -115,8 +115,11 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
         if truncated_turn:
             if cfg.truncation == "drop":
                 return Failed(
-                    prompt.id, sample, f"turn {turn} truncated (finish_reason={answer.finish_reason}); dropped by policy",
-                    "truncated", prompt.line,
+                    prompt.id,
+                    sample,
+                    f"turn {turn} truncated (finish_reason={answer.finish_reason}); dropped by policy",
+                    "truncated",
+                    prompt.line,
                 )
             truncated = True
         # The recorded tool results after this turn follow it only where the target made their calls.
@@ -124,7 +127,9 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
         while j < len(messages) and messages[j]["role"] == "tool":
             j += 1
         if answer.tool_calls or j > i + 1:
-            follow = follow_up(m, list(messages[i + 1 : j]), answer.tool_calls, match=cfg.tool_match, more_follows=j <= last)
+            follow = follow_up(
+                m, list(messages[i + 1 : j]), answer.tool_calls, match=cfg.tool_match, more_follows=j <= last
+            )
         else:
             follow = _NO_TOOLS  # no call made, no result recorded: what follow_up answers then
         message = _assistant_message(answer, follow.calls, cfg.reasoning)
@@ -134,7 +139,10 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
         if follow.cut is not None:
             # The sample ends at the target's own turn; what the record held after it is not kept.
             cut = {
-                "turn": turn - 1, "message": len(out) - 1, "reason": follow.cut.reason, "detail": follow.cut.detail,
+                "turn": turn - 1,
+                "message": len(out) - 1,
+                "reason": follow.cut.reason,
+                "detail": follow.cut.detail,
                 "recorded_messages_dropped": len(messages) - (i + 1),
             }
             break
@@ -160,8 +168,11 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
             **_sampling_of(s, profile, first_body or {}),
             # latency from the first request's send; what the sample waited before it (a free slot, a replica's
             # warm-up) apart, so a job's first rows do not count a kernel compile as the target's latency.
-            "timing": {"started_at": round(sent[0], 3), "latency_s": round(time.time() - sent[0], 3),
-                       "wait_s": round(sent[0] - t0, 3)},
+            "timing": {
+                "started_at": round(sent[0], 3),
+                "latency_s": round(time.time() - sent[0], 3),
+                "wait_s": round(sent[0] - t0, 3),
+            },
             **({"token_ids": ids.record()} if cfg.token_ids else {}),
         },
         truncated=truncated,
@@ -176,7 +187,8 @@ async def regenerate(s: Session, prompt: PromptRecord, sample: int) -> Outcome:
 def ids_required(s: Session, rid: str, sample: int, turn: int, reason: str) -> MissingTokenIdsError:
     """--require-token-ids: the run stops at this turn; its sample is not recorded (a resume redoes it)."""
     return MissingTokenIdsError(
-        [(rid, sample, turn, reason)], what=f"generate {s.output_dir}",
+        [(rid, sample, turn, reason)],
+        what=f"generate {s.output_dir}",
         hint="the servers must return token ids (vLLM >= 0.10.2; SGLang with chat return_token_ids); or run without "
         "--require-token-ids: such turns are then recorded with the reason and token exports re-tokenize them",
     )
@@ -212,8 +224,13 @@ def _assistant_message(answer: ChatAnswer, calls: list[dict[str, Any]] | None, r
 
 
 async def _turn(
-    s: Session, prompt: PromptRecord, sample: int, turn: int, history: list[dict[str, Any]],
-    profile: SamplingProfile | None = None, sent: list[float] | None = None,
+    s: Session,
+    prompt: PromptRecord,
+    sample: int,
+    turn: int,
+    history: list[dict[str, Any]],
+    profile: SamplingProfile | None = None,
+    sent: list[float] | None = None,
 ) -> Failed | tuple[ChatAnswer, Replica, bool, dict[str, Any]]:
     """One assistant turn, with the truncation policy's one longer retry; Failed, or (answer, replica, truncated, body sent)."""
     cfg = s.sampling
@@ -222,8 +239,15 @@ async def _turn(
     retried_longer = False
     tool_fallback_tried = False
     while True:
-        body = cfg.body(s.model, history, max_tokens=max_tokens, profile=profile, seed=seed, tools=prompt.tools,
-                        tool_choice=s.tool_choice)
+        body = cfg.body(
+            s.model,
+            history,
+            max_tokens=max_tokens,
+            profile=profile,
+            seed=seed,
+            tools=prompt.tools,
+            tool_choice=s.tool_choice,
+        )
         timeout = s.transport.timeout_s(max_tokens)
 
         async def call(replica: Replica, body: dict[str, Any] = body, timeout: float = timeout) -> ChatAnswer:
@@ -232,12 +256,18 @@ async def _turn(
             path = s.paths.get(replica.endpoint)
             if path is not None and path.native is not None:
                 return await native_chat(s.http, replica.endpoint, body, timeout, path.native)
-            return await chat_or_without_ids(s.http, replica.endpoint, body, timeout, s.ids_refused, s.notes,
-                                             downgrade=not cfg.require_token_ids)
+            return await chat_or_without_ids(
+                s.http, replica.endpoint, body, timeout, s.ids_refused, s.notes, downgrade=not cfg.require_token_ids
+            )
 
         try:
-            answer, replica = await s.dispatcher.run(prompt.id, call, partial(prefix_blocks, history, prompt.tools),
-                                                     max_tokens=max_tokens, tokens_of=_completion_tokens)
+            answer, replica = await s.dispatcher.run(
+                prompt.id,
+                call,
+                partial(prefix_blocks, history, prompt.tools),
+                max_tokens=max_tokens,
+                tokens_of=_completion_tokens,
+            )
         except IdsRefused as e:
             raise ids_required(s, prompt.id, sample, turn, f"{MISSING[REFUSED]}: {e.message}") from None
         except Rejected as e:
@@ -246,12 +276,20 @@ async def _turn(
                 tool_fallback_tried = True
                 if s.tool_choice != "none":
                     s.tool_choice = "none"
-                    s.notes.append(f"server refused tool_choice=auto ({e.message}); sending tools with tool_choice=none")
+                    s.notes.append(
+                        f"server refused tool_choice=auto ({e.message}); sending tools with tool_choice=none"
+                    )
                 continue
-            return Failed(prompt.id, sample, f"turn {turn}: server rejected the request: {e.message}", "rejected", prompt.line)
+            return Failed(
+                prompt.id, sample, f"turn {turn}: server rejected the request: {e.message}", "rejected", prompt.line
+            )
         except TransientError as e:
             return Failed(
-                prompt.id, sample, f"turn {turn}: gave up after {s.transport.max_attempts} attempts: {e.message}", "failed", prompt.line
+                prompt.id,
+                sample,
+                f"turn {turn}: gave up after {s.transport.max_attempts} attempts: {e.message}",
+                "failed",
+                prompt.line,
             )
         replica.stats.completion_tokens += answer.completion_tokens
         replica.stats.prompt_tokens += answer.prompt_tokens

@@ -28,17 +28,34 @@ from typing import Any, Literal
 from fleetgen.generate.config.sampling import HistoryReasoning
 
 _MARK = "fleetgen-probe-reasoning-7f3a"
-_CALL = {"id": "call-probe-0", "type": "function",
-         "function": {"name": "probe_tool", "arguments": '{"q": "probe"}'}}
-_TOOLS = [{"type": "function", "function": {"name": "probe_tool", "description": "probe",
-                                              "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}]
+_CALL = {"id": "call-probe-0", "type": "function", "function": {"name": "probe_tool", "arguments": '{"q": "probe"}'}}
+_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "probe_tool",
+            "description": "probe",
+            "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+        },
+    }
+]
 # A tool loop (the case that matters), then the plain continuation for templates that refuse tools.
 _PROBES: list[tuple[list[dict[str, Any]], list[dict[str, Any]] | None]] = [
-    ([{"role": "user", "content": "probe question"},
-      {"role": "assistant", "content": "", "reasoning_content": _MARK, "tool_calls": [_CALL]},
-      {"role": "tool", "content": "probe result", "tool_call_id": "call-probe-0"}], _TOOLS),
-    ([{"role": "user", "content": "probe question"},
-      {"role": "assistant", "content": "probe answer", "reasoning_content": _MARK}], None),
+    (
+        [
+            {"role": "user", "content": "probe question"},
+            {"role": "assistant", "content": "", "reasoning_content": _MARK, "tool_calls": [_CALL]},
+            {"role": "tool", "content": "probe result", "tool_call_id": "call-probe-0"},
+        ],
+        _TOOLS,
+    ),
+    (
+        [
+            {"role": "user", "content": "probe question"},
+            {"role": "assistant", "content": "probe answer", "reasoning_content": _MARK},
+        ],
+        None,
+    ),
 ]
 
 
@@ -60,19 +77,31 @@ def decide(choice: HistoryReasoning, tokenizer: str | None, fleet_state: Path | 
         return Decision(choice, f"history_reasoning: {choice} (as configured)")
     template, where = find_template(tokenizer, fleet_state)
     if template is None:
-        return Decision("drop", f"history_reasoning: drop: the target's chat template could not be read ({where}); "
-                                "earlier reasoning is not sent back. Pass --tokenizer DIR (the target's model "
-                                "directory) or --history-reasoning keep|drop")
+        return Decision(
+            "drop",
+            f"history_reasoning: drop: the target's chat template could not be read ({where}); "
+            "earlier reasoning is not sent back. Pass --tokenizer DIR (the target's model "
+            "directory) or --history-reasoning keep|drop",
+        )
     try:
         renders = renders_history_reasoning(template)
     except Exception as e:  # a template this environment cannot compile or render
-        return Decision("drop", f"history_reasoning: drop: the chat template from {where} does not render here "
-                                f"({type(e).__name__}: {str(e)[:160]}); earlier reasoning is not sent back")
+        return Decision(
+            "drop",
+            f"history_reasoning: drop: the chat template from {where} does not render here "
+            f"({type(e).__name__}: {str(e)[:160]}); earlier reasoning is not sent back",
+        )
     if renders:
-        return Decision("keep", f"history_reasoning: keep: the chat template from {where} renders the reasoning of "
-                                "assistant turns after the last user message; it is sent back")
-    return Decision("drop", f"history_reasoning: drop: the chat template from {where} does not render earlier "
-                            "reasoning; it is not sent back")
+        return Decision(
+            "keep",
+            f"history_reasoning: keep: the chat template from {where} renders the reasoning of "
+            "assistant turns after the last user message; it is sent back",
+        )
+    return Decision(
+        "drop",
+        f"history_reasoning: drop: the chat template from {where} does not render earlier "
+        "reasoning; it is not sent back",
+    )
 
 
 def find_template(tokenizer: str | None, fleet_state: Path | None) -> tuple[str | None, str]:
@@ -138,8 +167,9 @@ def renders_history_reasoning(template: str) -> bool:
     compiled = _environment().from_string(template)
     for messages, tools in _PROBES:
         try:
-            text = compiled.render(messages=messages, tools=tools, add_generation_prompt=True,
-                                   bos_token="", eos_token="")
+            text = compiled.render(
+                messages=messages, tools=tools, add_generation_prompt=True, bos_token="", eos_token=""
+            )
         except Exception:  # refuses tools or tool messages: the next probe has none
             continue
         return _MARK in text
@@ -156,7 +186,9 @@ def _environment() -> Any:
 
         raise TemplateError(message)
 
-    def tojson(x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None, sort_keys: bool = False) -> str:
+    def tojson(
+        x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None, sort_keys: bool = False
+    ) -> str:
         return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])

@@ -69,7 +69,9 @@ SAMPLING_FIELDS = {
 # Fields that shape the rendered prompt: they go to /v1/tokenize.
 TEMPLATE_FIELDS = ("messages", "tools", "tool_choice", "chat_template_kwargs", "reasoning_effort")
 # Fields the native path has no use for (the chat path's own switches).
-IGNORED_FIELDS = frozenset({"model", "return_token_ids", "return_prompt_token_ids", "stream", "n", "separate_reasoning"})
+IGNORED_FIELDS = frozenset(
+    {"model", "return_token_ids", "return_prompt_token_ids", "stream", "n", "separate_reasoning"}
+)
 # The model defaults SGLang's chat endpoint applies where a request leaves them out.
 MODEL_DEFAULTS = ("repetition_penalty", "temperature", "top_k", "top_p", "min_p")
 
@@ -203,7 +205,9 @@ async def sample(
     http: aiohttp.ClientSession, endpoint: str, prompt_ids: list[int], params: dict[str, Any], timeout_s: float
 ) -> tuple[str, list[int], dict[str, Any]]:
     """(text, sampled ids, meta_info) of one /generate call."""
-    answer = await post_json(http, endpoint + "/generate", {"input_ids": prompt_ids, "sampling_params": params}, timeout_s)
+    answer = await post_json(
+        http, endpoint + "/generate", {"input_ids": prompt_ids, "sampling_params": params}, timeout_s
+    )
     if isinstance(answer, list) and len(answer) == 1:
         answer = answer[0]
     if not isinstance(answer, dict) or not isinstance(answer.get("output_ids"), list):
@@ -230,13 +234,19 @@ async def split_reasoning(
 
 
 async def parse_calls(
-    http: aiohttp.ClientSession, endpoint: str, server: NativeServer, text: str, tools: list[dict[str, Any]],
+    http: aiohttp.ClientSession,
+    endpoint: str,
+    server: NativeServer,
+    text: str,
+    tools: list[dict[str, Any]],
     timeout_s: float,
 ) -> tuple[str, list[dict[str, Any]] | None]:
     """(content, tool calls in OpenAI shape) as the server's tool-call parser reads the text."""
     answer = await post_json(
-        http, endpoint + "/parse_function_call",
-        {"text": text, "tools": tools, "tool_call_parser": server.tool_call_parser}, timeout_s,
+        http,
+        endpoint + "/parse_function_call",
+        {"text": text, "tools": tools, "tool_call_parser": server.tool_call_parser},
+        timeout_s,
     )
     calls = answer.get("calls") if isinstance(answer, dict) else None
     if not calls:
@@ -253,12 +263,18 @@ async def parse_calls(
 
 
 async def native_chat(
-    http: aiohttp.ClientSession, endpoint: str, body: dict[str, Any], timeout_s: float, server: NativeServer,
+    http: aiohttp.ClientSession,
+    endpoint: str,
+    body: dict[str, Any],
+    timeout_s: float,
+    server: NativeServer,
     forced: bool | None = None,
 ) -> ChatAnswer:
     """One chat turn through /v1/tokenize, /generate and the server's parsers; the same answer shape as `chat`."""
     prompt_ids = await render(http, endpoint, body, timeout_s, server.renders)
-    text, output_ids, meta = await sample(http, endpoint, prompt_ids, sampling_params(body, server.model_defaults), timeout_s)
+    text, output_ids, meta = await sample(
+        http, endpoint, prompt_ids, sampling_params(body, server.model_defaults), timeout_s
+    )
     if forced is None:
         forced = server.forced.get(switches_key(body), False)
     reasoning, text = await split_reasoning(http, endpoint, server, text, forced, timeout_s)

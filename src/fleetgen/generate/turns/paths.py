@@ -97,9 +97,7 @@ def probe_bodies(model: str, bodies: Sequence[dict[str, Any]]) -> dict[str, dict
     return out
 
 
-async def choose(
-    http: aiohttp.ClientSession, endpoint: str, model: str, bodies: Sequence[dict[str, Any]]
-) -> TurnPath:
+async def choose(http: aiohttp.ClientSession, endpoint: str, model: str, bodies: Sequence[dict[str, Any]]) -> TurnPath:
     """Probe one endpoint: the chat path where its chat answer has ids, else the native path where it agrees."""
     info = await server_info(http, endpoint)
     if info is None or "model_path" not in info:
@@ -109,8 +107,11 @@ async def choose(
     try:
         answer = await chat(http, endpoint, {**first, **TOKEN_ID_FIELDS}, PROBE_TIMEOUT_S)
     except Rejected as e:  # a server that refuses the id fields outright has none to give
-        return TurnPath(endpoint, None, f"its chat endpoint refuses the token-id fields ({e.message}): "
-                                        "turns are recorded without ids")
+        return TurnPath(
+            endpoint,
+            None,
+            f"its chat endpoint refuses the token-id fields ({e.message}): turns are recorded without ids",
+        )
     if answer.token_ids is not None:
         return TurnPath(endpoint, None, "its chat endpoint returns token ids")
     unknown = sorted({f for b in bodies for f in unsupported_fields(b)})
@@ -147,7 +148,9 @@ async def _calibrate(
             f"{reference.prompt_tokens}: the native path would not feed the target what its chat endpoint does",
             hint="pass --no-token-ids to keep the chat path (rows then carry no token ids), and report this",
         )
-    text, output_ids, _ = await sample(http, endpoint, prompt_ids, sampling_params(probe, server.model_defaults), PROBE_TIMEOUT_S)
+    text, output_ids, _ = await sample(
+        http, endpoint, prompt_ids, sampling_params(probe, server.model_defaults), PROBE_TIMEOUT_S
+    )
     want = (reference.reasoning or None, reference.content or None)
     matches = []
     for forced in (False, True):
@@ -184,7 +187,9 @@ async def choose_all(
     if paths:
         some = next(iter(paths.values()))
         for endpoint in endpoints:
-            paths.setdefault(endpoint, TurnPath(endpoint, some.native, some.reason + " (as the other replicas; down at start)"))
+            paths.setdefault(
+                endpoint, TurnPath(endpoint, some.native, some.reason + " (as the other replicas; down at start)")
+            )
     return paths
 
 

@@ -160,8 +160,11 @@ def follow_up(
     if not made:
         if not recorded_results:
             return FollowUp(None)  # nothing recorded to answer: the conversation simply goes on
-        cut = Cut("answered_without_call", f"the record called {', '.join(_describe(c) for c in recorded) or 'a tool'}; "
-                  "the target answered without calling")
+        cut = Cut(
+            "answered_without_call",
+            f"the record called {', '.join(_describe(c) for c in recorded) or 'a tool'}; "
+            "the target answered without calling",
+        )
         return FollowUp(None, dropped=list(recorded_results), cut=cut)
 
     twin = _match(made, recorded, has_result, match)
@@ -172,15 +175,23 @@ def follow_up(
             continue
         name = call_name(c)
         if j is not None:
-            cut = Cut("no_recorded_result", f"the target called {_describe(c)}, which the record called but holds no result for")
+            cut = Cut(
+                "no_recorded_result",
+                f"the target called {_describe(c)}, which the record called but holds no result for",
+            )
         elif not recorded:
             cut = Cut("unrecorded_call", f"the record answered here; the target called {_describe(c)}")
         elif any(call_name(r) == name for r in recorded):
-            cut = Cut("other_arguments", f"the target called {_describe(c)}; the record called "
-                      + ", ".join(_describe(r) for r in recorded if call_name(r) == name))
+            cut = Cut(
+                "other_arguments",
+                f"the target called {_describe(c)}; the record called "
+                + ", ".join(_describe(r) for r in recorded if call_name(r) == name),
+            )
         else:
-            cut = Cut("other_function", f"the target called {_describe(c)}; the record called "
-                      + ", ".join(_describe(r) for r in recorded))
+            cut = Cut(
+                "other_function",
+                f"the target called {_describe(c)}; the record called " + ", ".join(_describe(r) for r in recorded),
+            )
         break
     if cut is not None:
         if not goes_on:
@@ -228,9 +239,14 @@ def _match(
                 continue
             name = call_name(c)
             j = next(
-                (i for i, r in enumerate(recorded)
-                 if i not in used and (not needs_result or i in has_result) and call_name(r) == name
-                 and (not strict or same_arguments(r, c))),
+                (
+                    i
+                    for i, r in enumerate(recorded)
+                    if i not in used
+                    and (not needs_result or i in has_result)
+                    and call_name(r) == name
+                    and (not strict or same_arguments(r, c))
+                ),
                 None,
             )
             if j is not None:

@@ -18,8 +18,16 @@ from fleetgen.mix.adapters.webinstructsub import WebInstructSub
 ADAPTERS: dict[str, type[Adapter]] = {
     cls.name: cls
     for cls in (
-        InfinityInstruct, WebInstructSub, CodeFeedback, MetaMathQA, HermesFunctionCalling,
-        AgentInstruct, ShareGPT, OpenAIMessages, Alpaca, SpecForge,
+        InfinityInstruct,
+        WebInstructSub,
+        CodeFeedback,
+        MetaMathQA,
+        HermesFunctionCalling,
+        AgentInstruct,
+        ShareGPT,
+        OpenAIMessages,
+        Alpaca,
+        SpecForge,
     )
 }
 

@@ -81,11 +81,16 @@ def _tool_calls(content: str, counter: list[int]) -> tuple[str, list[dict[str, A
         if not isinstance(call, dict) or "name" not in call:
             raise RecordError("unparsable tool call", body[:80])
         counter[0] += 1
-        calls.append({
-            "id": f"call_{counter[0]}",
-            "type": "function",
-            "function": {"name": call["name"], "arguments": json.dumps(call.get("arguments", {}), ensure_ascii=False)},
-        })
+        calls.append(
+            {
+                "id": f"call_{counter[0]}",
+                "type": "function",
+                "function": {
+                    "name": call["name"],
+                    "arguments": json.dumps(call.get("arguments", {}), ensure_ascii=False),
+                },
+            }
+        )
     return _TOOL_CALL.sub("", content).strip(), calls
 
 

@@ -9,7 +9,14 @@ from fleetgen.mix.adapters._chat import coerce_tools, normalize_turns
 from fleetgen.mix.adapters.base import Adapter, Converted
 from fleetgen.rows.prompt import RecordError, text_of
 
-_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool", "function": "tool"}
+_ROLES = {
+    "system": "system",
+    "developer": "system",
+    "user": "user",
+    "assistant": "assistant",
+    "tool": "tool",
+    "function": "tool",
+}
 
 
 def _call(c: Any) -> dict[str, Any]:
@@ -55,4 +62,6 @@ class OpenAIMessages(Adapter):
             raise RecordError("messages is not a list")
         messages, meta = normalize_turns(openai_turns(row["messages"]))
         rid = row.get("id")
-        return Converted(messages, tools=coerce_tools(row.get("tools")), original_id=None if rid is None else str(rid), extra=meta)
+        return Converted(
+            messages, tools=coerce_tools(row.get("tools")), original_id=None if rid is None else str(rid), extra=meta
+        )

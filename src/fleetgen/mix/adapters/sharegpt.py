@@ -27,4 +27,6 @@ class ShareGPT(Adapter):
             turns.insert(0, {"role": "system", "content": system})
         messages, meta = normalize_turns(turns)
         rid = row.get("id")
-        return Converted(messages, tools=coerce_tools(row.get("tools")), original_id=None if rid is None else str(rid), extra=meta)
+        return Converted(
+            messages, tools=coerce_tools(row.get("tools")), original_id=None if rid is None else str(rid), extra=meta
+        )

@@ -20,4 +20,6 @@ class SpecForge(Adapter):
             raise RecordError("conversations is not a list")
         messages, meta = normalize_turns(openai_turns(row["conversations"]))
         rid = row.get("id")
-        return Converted(messages, tools=coerce_tools(row.get("tools")), original_id=None if rid is None else str(rid), extra=meta)
+        return Converted(
+            messages, tools=coerce_tools(row.get("tools")), original_id=None if rid is None else str(rid), extra=meta
+        )

@@ -20,8 +20,14 @@ class ExportStage(Stage):
 
         section = self.ctx.job.export
         output = section.output if section.output.is_absolute() else self.ctx.workdir / section.output
-        return ExportConfig.model_validate({**section.model_dump(), "output": output, "overwrite": True,
-                                            "results_dir": section.results_dir or self.ctx.results_dir})
+        return ExportConfig.model_validate(
+            {
+                **section.model_dump(),
+                "output": output,
+                "overwrite": True,
+                "results_dir": section.results_dir or self.ctx.results_dir,
+            }
+        )
 
     def outputs(self) -> list[Path]:
         return list(self.config().output_paths().values())

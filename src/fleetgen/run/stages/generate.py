@@ -88,7 +88,9 @@ class GenerateStage(Stage):
                 ctx.say("fleet", "info", f"fleet stopped ({n} processes)")
         for r in stats.replicas:
             if (gone := stats.stopped_answering(r)) is not None:
-                ctx.say("generate", "info", f"replica {r.index} ({r.endpoint}) stopped answering {describe_silence(gone)}")
+                ctx.say(
+                    "generate", "info", f"replica {r.index} ({r.endpoint}) stopped answering {describe_silence(gone)}"
+                )
         if stats.interrupted or stats.done < stats.total:
             raise FleetgenError(
                 f"generate stopped before the end ({stats.done}/{stats.total} done: {stats.stopped_reason or 'interrupted'})",
@@ -134,8 +136,11 @@ class GenerateStage(Stage):
             ctx.say("supervisor", "info", f"replica {e.index}: {e.kind} {e.detail}")
 
         async with Supervisor(
-            state_dir, api_key=api_key_of(ctx.job.fleet), max_restarts=ctx.job.max_restarts,
-            hang_timeout_s=ctx.job.hang_timeout_s, on_event=on_sup,
+            state_dir,
+            api_key=api_key_of(ctx.job.fleet),
+            max_restarts=ctx.job.max_restarts,
+            hang_timeout_s=ctx.job.hang_timeout_s,
+            on_event=on_sup,
         ) as sup:
             if ctx.metrics is not None:
                 ctx.metrics.run.restarts = lambda: sup.restarts
@@ -158,5 +163,7 @@ def _record_restarts(outdir: Path, sup: Supervisor) -> None:
     except (FileNotFoundError, ValueError):
         return
     stats["replica_restarts"] = {str(k): v for k, v in sup.restarts.items()}
-    stats["supervisor_events"] = [{"replica": e.index, "kind": e.kind, "detail": e.detail, "at": e.at} for e in sup.events]
+    stats["supervisor_events"] = [
+        {"replica": e.index, "kind": e.kind, "detail": e.detail, "at": e.at} for e in sup.events
+    ]
     write_atomic(path, json.dumps(stats, indent=2))

@@ -22,7 +22,10 @@ class MixStage(Stage):
 
         prompts = self.ctx.prompts
         summary = await asyncio.to_thread(
-            build_mix, self.ctx.job.mix, prompts, self.ctx.workdir / "mix-report",
+            build_mix,
+            self.ctx.job.mix,
+            prompts,
+            self.ctx.workdir / "mix-report",
             log=lambda m: self.ctx.say("mix", "info", m),
         )
         return Done(f"{summary.rows_written} prompts -> {prompts}", {"rows": summary.rows_written})

@@ -25,6 +25,10 @@ class ReportStage(Stage):
         from fleetgen.report import build_report
 
         mix_report = self.ctx.workdir / "mix-report"
-        build_report(self.ctx.results_dir, self.ctx.job.report.html, dest=self.dest,
-                     mix_report=mix_report if mix_report.exists() else None)
+        build_report(
+            self.ctx.results_dir,
+            self.ctx.job.report.html,
+            dest=self.dest,
+            mix_report=mix_report if mix_report.exists() else None,
+        )
         return Done(str(self.dest / "report.md"))
