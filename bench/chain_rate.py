@@ -45,7 +45,8 @@ import sys
 from pathlib import Path
 from fleetgen.generate import GenerateConfig, generate
 cfg = GenerateConfig(prompts=Path(sys.argv[1]), output_dir=Path(sys.argv[2]), fleet_state=Path(sys.argv[3]),
-                     max_tokens=96, temperature=float(sys.argv[5]), seed=1, samples=int(sys.argv[4]), tool_match="name", hedge=False)
+                     max_tokens=96, temperature=float(sys.argv[5]), seed=1, samples=int(sys.argv[4]),
+                     tool_match="name", hedge=False)
 print(generate(cfg, handle_signals=False).ok)
 """
 
@@ -174,7 +175,8 @@ def main() -> None:
         tool_rate = c["after_tool_chained"] / c["after_tool"] if c["after_tool"] else 0.0
         print(
             f"| {name} | {c['samples']} | {c['turns']} | {c['with_reasoning']} | {c['cut']} | "
-            f"{c['chained']}/{c['later']} ({rate:.0%}) | {c['after_tool_chained']}/{c['after_tool']} ({tool_rate:.0%}) |"
+            f"{c['chained']}/{c['later']} ({rate:.0%}) | {c['after_tool_chained']}/{c['after_tool']} ({tool_rate:.0%}) "
+            "|"
         )
 
 

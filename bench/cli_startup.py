@@ -10,7 +10,8 @@ sample); down finds nothing to stop. Reports the median, min and max wall per co
 The before tree is first on the path, so a dependency installed into it is the before arm's own:
 `pip install --no-deps --target /tmp/before/src typer==0.29.2` measures a typer change as well.
 
-Usage: .venv/bin/python bench/cli_startup.py --before-src /tmp/before/src [--repeats 15] [--out bench/results/cli_startup.json]
+Usage: .venv/bin/python bench/cli_startup.py --before-src /tmp/before/src [--repeats 15] [--out
+bench/results/cli_startup.json]
 """
 
 from __future__ import annotations

@@ -367,7 +367,10 @@ def main() -> None:
     args.out.write_text(
         json.dumps(
             {
-                "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
+                "machine": (
+                    f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+                    f"load {os.getloadavg()[0]:.1f}"
+                ),
                 "rows": args.rows,
                 "cycle_rows": args.cycle_rows,
                 "replicas": args.replicas,

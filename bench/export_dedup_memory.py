@@ -83,7 +83,8 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=10_000_000)
     a = ap.parse_args()
     print(
-        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}"
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, python "
+        f"{platform.python_version()}"
     )
     with tempfile.TemporaryDirectory() as d:
         outdir = Path(d)
@@ -99,7 +100,8 @@ def main() -> None:
     b, f = got["before"], got["after"]
     print(
         f"peak RSS after/before: {f['peak_rss_mb'] / b['peak_rss_mb']:.2f}; "
-        f"above the floor: {b['peak_rss_mb'] - floor['peak_rss_mb']:.0f} MB -> {f['peak_rss_mb'] - floor['peak_rss_mb']:.0f} MB; "
+        f"above the floor: {b['peak_rss_mb'] - floor['peak_rss_mb']:.0f} MB -> "
+        f"{f['peak_rss_mb'] - floor['peak_rss_mb']:.0f} MB; "
         f"wall after/before: {f['wall_s'] / b['wall_s']:.2f}"
     )
     sys.exit(0 if b["rows"] == f["rows"] and b["duplicates"] == f["duplicates"] else 1)

@@ -7,7 +7,8 @@ B. least-outstanding vs round-robin dispatch on two unequal replicas: STAND-IN s
 C. prefix affinity on vs off for samples=3 where each prompt carries a long context of its own,
    on the real replicas: throughput and the engine's prefix-cache hit rate (vllm:prefix_cache_*).
 
-Usage: .venv/bin/python bench/generate_bench.py --fleet /tmp/fleetgen-dev/fleet [--out bench/results/generate_bench.json]
+Usage: .venv/bin/python bench/generate_bench.py --fleet /tmp/fleetgen-dev/fleet [--out
+bench/results/generate_bench.json]
 """
 
 from __future__ import annotations

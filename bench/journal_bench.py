@@ -25,9 +25,11 @@
    without a lease (as before leases existed), "after" with one; per-commit wall (median of the
    repeats) and their ratio, and the check alone timed over 100,000 calls.
 
-Usage: .venv/bin/python bench/journal_bench.py [--rows 1000000] [--repeats 2] [--before-src DIR/src] [--stream-rows 10000000]
+Usage: .venv/bin/python bench/journal_bench.py [--rows 1000000] [--repeats 2] [--before-src DIR/src] [--stream-rows
+10000000]
        [--doneset-rows 10000000 --samples 1] [--out bench/results/journal_bench.json]
-       [--keep DIR]  (write the rows once into DIR and keep it; later runs with the same DIR and --rows run the arms on it)
+       [--keep DIR]  (write the rows once into DIR and keep it;
+       later runs with the same DIR and --rows run the arms on it)
 """
 
 from __future__ import annotations
@@ -379,7 +381,8 @@ def main() -> None:
     ap.add_argument(
         "--arms",
         default="before,before-cut,after,cut,mark",
-        help="arms to run, in this order each repeat (before* need --before-src; a cut arm needs a full pass before it)",
+        help="arms to run, in this order each repeat (before* need --before-src; a cut arm needs a full pass before "
+        "it)",
     )
     ap.add_argument(
         "--snapshot-at",
@@ -440,7 +443,8 @@ def main() -> None:
                     written.write_text(json.dumps(report["write"]))
             w = report["write"]
             print(
-                f"write {w['rows']:,} rows: {w['wall_s']:.1f} s, {w['rows_per_s']:,.0f} rows/s, {w['commits']} fsynced commits, "
+                f"write {w['rows']:,} rows: {w['wall_s']:.1f} s, {w['rows_per_s']:,.0f} rows/s, {w['commits']} fsynced "
+                "commits, "
                 f"{w['bytes_per_row']:.0f} B/row",
                 flush=True,
             )
@@ -487,9 +491,11 @@ def main() -> None:
                     print(
                         f"resume {args.rows:,} rows, {arm}: {r['wall_s']:.2f} s wall, {r['cpu_s']:.2f} s CPU "
                         f"(fingerprint {r['fingerprint_s']:.2f} s, Journal.open {r.get('journal_open_s', 0.0):.2f} s, "
-                        f"snapshots used: done set {r.get('done_snapshot_used', '-')} {r.get('done_snapshot_refused', '')}, "
+                        f"snapshots used: done set {r.get('done_snapshot_used', '-')} "
+                        f"{r.get('done_snapshot_refused', '')}, "
                         f"claims {r.get('claims_snapshot_used', '-')}), "
-                        f"process {r['process_s']:.2f} s wall / {r['process_cpu_s']:.2f} s CPU, peak RSS {r['peak_rss_mib']:.0f} MiB",
+                        f"process {r['process_s']:.2f} s wall / {r['process_cpu_s']:.2f} s CPU, peak RSS "
+                        f"{r['peak_rss_mib']:.0f} MiB",
                         flush=True,
                     )
             keys = (
@@ -519,9 +525,12 @@ def main() -> None:
             report["resume"] = {"runs": runs, "medians": medians, "wall_range": spread, "before_over_arm_wall": ratios}
             for arm, m in medians.items():
                 print(
-                    f"resume median, {arm}: {m['wall_s']:.2f} s wall (range {spread[arm][0]:.2f}-{spread[arm][1]:.2f}), "
-                    f"{m['cpu_s']:.2f} s CPU; fingerprint {m['fingerprint_s']:.2f}, Journal.open {m['journal_open_s']:.2f}, "
-                    f"checkpoint {m['checkpoint_open_s']:.2f}, snapshot save {m['snapshot_save_s']:.2f}; process {m['process_s']:.2f} s"
+                    f"resume median, {arm}: {m['wall_s']:.2f} s wall (range "
+                    f"{spread[arm][0]:.2f}-{spread[arm][1]:.2f}), "
+                    f"{m['cpu_s']:.2f} s CPU; fingerprint {m['fingerprint_s']:.2f}, Journal.open "
+                    f"{m['journal_open_s']:.2f}, "
+                    f"checkpoint {m['checkpoint_open_s']:.2f}, snapshot save {m['snapshot_save_s']:.2f}; process "
+                    f"{m['process_s']:.2f} s"
                     + (f"; before / {arm} = {ratios[arm]:.2f}" if ratios and arm in ratios else ""),
                     flush=True,
                 )
@@ -532,7 +541,8 @@ def main() -> None:
             report["fence"] = f = bench_fence(work, args.fence_commits, args.fence_batch, args.repeats)
             m = f["median_per_commit_us"]
             print(
-                f"fence: {f['commits']} commits of {f['batch_rows']} row(s), median per commit: before {m['before']:.1f} us, "
+                f"fence: {f['commits']} commits of {f['batch_rows']} row(s), median per commit: before "
+                f"{m['before']:.1f} us, "
                 f"after {m['after']:.1f} us, after / before = {f['after_over_before']:.3f}; the check alone "
                 f"{f['check_us']:.2f} us",
                 flush=True,

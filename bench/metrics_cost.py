@@ -56,7 +56,9 @@ def main() -> None:
     empty_ns = 1e9 * min(timeit.repeat(lambda: None, number=n, repeat=5)) / n
     per_req_scrape_us = 1000 * render_ms / (args.interval_s * args.req_per_s)
     out = {
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
+        "machine": (
+            f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}"
+        ),
         "replicas": args.replicas,
         "page_bytes": len(body),
         "scrape_cpu_ms": round(render_ms, 3),

@@ -34,7 +34,8 @@ LABELS = [
 ]
 TOOLS = (
     "[{'type': 'function', 'function': {'name': 'get_%s', 'description': 'Look up %s', 'parameters': "
-    "{'type': 'object', 'properties': {'q': {'type': 'string'}, 'exact': {'type': 'boolean', 'default': True}}, 'required': ['q']}}}]"
+    "{'type': 'object', 'properties': {'q': {'type': 'string'}, 'exact': {'type': 'boolean', 'default': True}}, "
+    "'required': ['q']}}}]"
 )
 
 
@@ -102,7 +103,9 @@ def generate(workdir: Path, rows: int, seed: int = 0) -> dict[str, Path]:
                         "conversations": [
                             {
                                 "from": "system",
-                                "value": f"You are a function calling AI model.\n<tools>\n{TOOLS % (tool, tool)}\n</tools>",
+                                "value": (
+                                    f"You are a function calling AI model.\n<tools>\n{TOOLS % (tool, tool)}\n</tools>"
+                                ),
                             },
                             {"from": "human", "value": text()},
                             {

@@ -9,7 +9,8 @@ A turn differs when the id lists differ; tokens affected are the sampled ids out
 matching blocks. Also checks decode(sampled ids) == the recorded text for every turn.
 
 Usage: PYTHONPATH=src .venv/bin/python bench/retokenize_mismatch.py --fleet STATE_DIR \
-           [--rows 300] [--max-tokens 64] [--temperatures 0.8 1.0] [--seed 0] [--out bench/results/retokenize_mismatch.json]
+           [--rows 300] [--max-tokens 64] [--temperatures 0.8 1.0] [--seed 0] [--out
+           bench/results/retokenize_mismatch.json]
 """
 
 from __future__ import annotations
@@ -212,7 +213,8 @@ def main() -> None:
         print(
             f"{temp:>11} {r['turns']:>6} {e['turns_differing']:>6} ({100 * e['turn_share']:5.1f}%) "
             f"{e['tokens_affected']:>6} ({100 * e['token_share']:5.2f}%) "
-            f"{t['turns_differing']:>6} ({100 * t['turn_share']:5.1f}%) {t['tokens_affected']:>6} ({100 * t['token_share']:5.2f}%) "
+            f"{t['turns_differing']:>6} ({100 * t['turn_share']:5.1f}%) {t['tokens_affected']:>6} "
+            f"({100 * t['token_share']:5.2f}%) "
             f"{r['decode_differs_from_text']:>12}"
         )
         if r["example"]:

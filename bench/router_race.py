@@ -25,7 +25,8 @@ endpoint that times the number of replicas. Arms alternate within each repeat, t
 
 Start it under the engine lock, so no other fleet shares the cores or pollutes the cache:
 
-    flock /tmp/fleetgen-engine.lock .venv/bin/python bench/router_race.py [--repeats 2] [--scenarios prefix,unequal,kill]
+    flock /tmp/fleetgen-engine.lock .venv/bin/python bench/router_race.py [--repeats 2] [--scenarios
+    prefix,unequal,kill]
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Two source trees, the same prompts, the NULL SERVER (or real servers): are the rows identical (but timing and replica)?
+"""Two source trees, the same prompts, the NULL SERVER (or real
+servers): are the rows identical (but timing and replica)?
 
 A check that a change leaves the data alone where its semantics were already right: 600 prompts x
 2 samples, seed 7, through `generate()` of each tree in its own process. Six kinds of prompt:
@@ -190,7 +191,8 @@ def main() -> None:
     kept = sum(b'"role":"tool"' in row for row in a)
     left_out = "".join(f", {p}" for p in ignore)
     print(
-        f"identical but timing and replica{left_out}: {a == b} ({len(a)} rows, {kept} with a kept tool result, cuts {cuts})"
+        f"identical but timing and replica{left_out}: {a == b} ({len(a)} rows, {kept} with a kept tool result, cuts "
+        f"{cuts})"
     )
     if a != b:
         diff = [(x, y) for x, y in zip(a, b) if x != y]

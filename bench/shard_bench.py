@@ -1,4 +1,5 @@
-"""One client process vs N shards against the NULL SERVER (bench/null_server.py; not an engine): processes and Ray tasks.
+"""One client process vs N shards against the NULL SERVER
+(bench/null_server.py; not an engine): processes and Ray tasks.
 
 The null server answers every chat completion at once, on R ports (R simulated replicas), in its
 own process. Arms, all writing the same job into one output directory:
@@ -18,7 +19,8 @@ time). Arms alternate `--repeats` times; every arm checks that each (id, sample)
 `--choice-only` measures instead what one request's replica choice costs a process that drives R
 replicas (the dispatcher scans them: least outstanding), for R = 16 ... 10,000, in this process.
 
-Usage: .venv/bin/python bench/shard_bench.py [--rows 20000] [--shards 2] [--repeats 3] [--no-ray] [--out bench/results/shard_bench.json]
+Usage: .venv/bin/python bench/shard_bench.py [--rows 20000] [--shards 2] [--repeats 3] [--no-ray] [--out
+bench/results/shard_bench.json]
        .venv/bin/python bench/shard_bench.py --choice-only   # adds choice_us_by_replicas to --out
 """
 
@@ -203,7 +205,8 @@ def run_ray_arm(
 
 
 def choice_cost(sizes: tuple[int, ...] = (16, 156, 1000, 10000), window: int = 72) -> dict[str, float]:
-    """Microseconds the dispatcher takes to choose a replica among R (least outstanding, prefix affinity on), ~90% full."""
+    """Microseconds the dispatcher takes to choose a replica
+    among R (least outstanding, prefix affinity on), ~90% full."""
     import asyncio
     from collections import deque
 
@@ -307,7 +310,8 @@ def main() -> None:
                 logging_level="WARNING",
             )
             runs.update({"ray-1": [], f"ray-{args.shards}": []})
-            # Warm the workers once (imports, first connections): Ray reuses them, so every timed Ray arm finds them warm.
+            # Warm the workers once (imports, first connections): Ray
+            # reuses them, so every timed Ray arm finds them warm.
             warm = work / "warm.jsonl"
             warm.write_bytes(b"".join(line + b"\n" for line in prompts.read_bytes().splitlines()[:400]))
             run_ray_arm(args.shards, warm, work / "out", endpoints, args.window, args.event_loop, server.pid)
@@ -323,7 +327,8 @@ def main() -> None:
                 inside = r["cpu_us_per_request_in_generate"]
                 print(
                     f"{arm:>6}: {r['rows']:,} rows, {r['rows_per_s']:,.0f} rows/s over {r['wall_s']:.2f} s "
-                    f"({r['rows_per_s_in_generate']:,.0f}/s inside generate), {r['cpu_us_per_request']:.0f} us CPU per request"
+                    f"({r['rows_per_s_in_generate']:,.0f}/s inside generate), {r['cpu_us_per_request']:.0f} us CPU per "
+                    "request"
                     + (
                         f" ({inside:.0f} inside generate)"
                         if inside is not None

@@ -82,7 +82,8 @@ def main() -> None:
         fast.stop()
         slow.stop()
     t = Table(
-        title=f"tail with and without hedging ({args.prompts} prompts, fast vs 200x slower stand-in, medians of {args.repeats})"
+        title=f"tail with and without hedging ({args.prompts} prompts, fast vs 200x slower stand-in, medians of "
+        f"{args.repeats})"
     )
     for col in ("hedging", "wall s", "99% -> 100% s", "hedged requests"):
         t.add_column(col)

@@ -309,7 +309,10 @@ def main() -> None:
     a.out.write_text(
         json.dumps(
             {
-                "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
+                "machine": (
+                    f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+                    f"load {os.getloadavg()[0]:.1f}"
+                ),
                 "rows": a.rows,
                 "replicas": a.replicas,
                 "window": a.window,

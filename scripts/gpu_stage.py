@@ -173,7 +173,8 @@ def read_have(path: Path) -> dict[str, str | None]:
     taken to satisfy any requirement (pin it to stage a specific one)."""
     if not path.is_file():
         die(
-            f"--have {path}: no such file; write one on the GPU machine with `python3 scripts/gpu_stage.py have --out FILE`"
+            f"--have {path}: no such file; write one on the GPU machine with `python3 scripts/gpu_stage.py have --out "
+            "FILE`"
         )
     have: dict[str, str | None] = {}
     for n, raw in enumerate(path.read_text().splitlines(), 1):
@@ -587,9 +588,8 @@ def cmd_pack(a) -> int:
             die(f"pack: {path} is {size} bytes, over the limit {limit}")
         lines.append(f"{path.name}\t{size}\t{size / MIB:.1f} MiB\t{len(b)} wheels")
     (out / "MANIFEST.txt").write_text(
-        f"# {len(bins)} chunks, each <= {a.chunk_mib} MiB; install with: python3 scripts/gpu_stage.py install --from DIR\n"
-        + "\n".join(lines)
-        + "\n"
+        f"# {len(bins)} chunks, each <= {a.chunk_mib} MiB; install with: python3 scripts/gpu_stage.py install --from "
+        "DIR\n" + "\n".join(lines) + "\n"
     )
     print("\n".join(lines))
     return 0

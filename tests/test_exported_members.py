@@ -48,6 +48,9 @@ def test_the_cli_starts_without_the_heavy_stage_libraries():
     import subprocess
     import sys
 
-    code = "import sys, fleetgen.cli.app; print(sorted(m for m in ('datasketch', 'scipy', 'matplotlib') if m in sys.modules))"
+    code = (
+        "import sys, fleetgen.cli.app; "
+        "print(sorted(m for m in ('datasketch', 'scipy', 'matplotlib') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -24,7 +24,8 @@ def module_name(path: Path, root: Path, package: str) -> str:
 
 
 def import_graph(root: Path, package: str) -> dict[str, set[str]]:
-    """Module -> the modules of `package` it imports (`from pkg import name` counts as pkg.name when that is a module)."""
+    """Module -> the modules of `package` it imports (`from pkg
+    import name` counts as pkg.name when that is a module)."""
     files = {module_name(p, root, package): p for p in sorted(root.rglob("*.py"))}
     graph: dict[str, set[str]] = {m: set() for m in files}
     for mod, path in files.items():

@@ -2,7 +2,8 @@
 
 Why: py-spy needs ptrace, which the GPU machine's container may refuse, and cProfile slows the
 client enough to change what it measures. Sampling `sys._current_frames()` costs little and says
-which functions hold the event loop. At exit it writes the top functions (self and inclusive), as a share of thread samples (an idle thread waiting counts too).
+which functions hold the event loop. At exit it writes the top functions (self and inclusive), as a share of thread
+samples (an idle thread waiting counts too).
 
     python3 bench/gpu/stack_sampler.py OUT.txt generate prompts.jsonl -o out --endpoint URL ...
 """

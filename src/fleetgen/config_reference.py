@@ -53,7 +53,8 @@ def sections(root: type[BaseModel], path: str = "", about: str = "") -> list[Sec
 
 
 def type_name(annotation: Any) -> str:
-    """A field's type in YAML words: `save | strip | off`, `int or auto`, `list[str]`, `path or null`; a section is a mapping."""
+    """A field's type in YAML words: `save | strip | off`, `int or
+    auto`, `list[str]`, `path or null`; a section is a mapping."""
     if annotation is NoneType:
         return "null"
     origin, args = get_origin(annotation), get_args(annotation)

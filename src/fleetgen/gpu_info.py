@@ -45,7 +45,8 @@ def discover_gpus() -> list[GpuInfo]:
 
 
 def free_memory(indices: tuple[int, ...] | list[int]) -> int | None:
-    """Bytes free on the fullest of these GPUs now (NVML), as an engine starting there would find them; None where unreadable."""
+    """Bytes free on the fullest of these GPUs now (NVML), as an
+    engine starting there would find them; None where unreadable."""
     try:
         import pynvml
     except ImportError:

@@ -22,7 +22,8 @@ ABI_KERNEL = """
     import torch
     BUILT_FOR = "2.9.1"
     if torch.__version__.split("+")[0] != BUILT_FOR:
-        raise ImportError(__file__.rsplit("/", 1)[0] + "/sm100/common_ops.abi3.so: undefined symbol: _ZNK3c106SymInt22maybe_as_int_slow_pathEv")
+        raise ImportError(__file__.rsplit("/", 1)[0]
+                          + "/sm100/common_ops.abi3.so: undefined symbol: _ZNK3c106SymInt22maybe_as_int_slow_pathEv")
 """
 
 

@@ -16,9 +16,11 @@ QWEN_LIKE = (
     "{%- for m in messages -%}"
     "{%- if m.role == 'assistant' -%}"
     "<|im_start|>assistant\n"
-    "{% if m.reasoning_content and (keep_all or loop.last) %}<think>\n{{ m.reasoning_content }}\n</think>\n\n{% endif %}"
+    "{% if m.reasoning_content and (keep_all or loop.last) %}"
+    "<think>\n{{ m.reasoning_content }}\n</think>\n\n{% endif %}"
     "{{ m.content }}"
-    '{%- for c in (m.tool_calls or []) %}<tool_call>{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments }}}</tool_call>{% endfor -%}'
+    "{%- for c in (m.tool_calls or []) %}"
+    '<tool_call>{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments }}}</tool_call>{% endfor -%}'
     "<|im_end|>\n"
     "{%- else -%}"
     "<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
@@ -118,7 +120,8 @@ def test_reasoning_is_supervised_or_context_by_option(tokenizer):
     [train] = _fmt(tokenizer, keep_all).convert(_reasoning_rec())
     runs = masked_runs(tokenizer, train["input_ids"], train["loss_mask"])
     assert runs == [
-        '<think>\nCall the tool.\n</think>\n\n<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call><|im_end|>',
+        "<think>\nCall the tool.\n</think>\n\n"
+        '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call><|im_end|>',
         "<think>\nTool says 3.\n</think>\n\nIt is 3 C.<|im_end|>",
     ]
     [ctx] = _fmt(tokenizer, keep_all, reasoning="context").convert(_reasoning_rec())

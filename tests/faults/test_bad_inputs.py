@@ -20,7 +20,10 @@ from fleetgen.generate import generate
 
 OK = '{"id": "%s", "messages": [{"role": "user", "content": "Name one color."}]}'
 U = '{"role": "user", "content": "hi"}'
-A_TOOL = '{"role": "assistant", "content": null, "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{}"}}]}'
+A_TOOL = (
+    '{"role": "assistant", "content": null, '
+    '"tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{}"}}]}'
+)
 
 # (label, raw line bytes, expected: "error" or "accepted: why")
 BAD_ROWS: list[tuple[str, bytes, str]] = [
@@ -40,12 +43,14 @@ BAD_ROWS: list[tuple[str, bytes, str]] = [
     ("content missing", b'{"id": "b14", "messages": [{"role": "user"}]}', "error"),
     (
         "image content part",
-        b'{"id": "b38", "messages": [{"role": "user", "content": [{"type": "text", "text": "what is this"}, {"type": "image_url", "image_url": {"url": "x.png"}}]}]}',
+        b'{"id": "b38", "messages": [{"role": "user", "content": [{"type": "text", "text": "what is this"}, '
+        b'{"type": "image_url", "image_url": {"url": "x.png"}}]}]}',
         "error",
     ),
     (
         "OpenAI text content parts",
-        b'{"id": "b39", "messages": [{"role": "user", "content": [{"type": "text", "text": "Name one"}, {"type": "text", "text": "color."}]}]}',
+        b'{"id": "b39", "messages": [{"role": "user", "content": [{"type": "text", "text": "Name one"}, '
+        b'{"type": "text", "text": "color."}]}]}',
         "accepted: text parts joined by a newline, as vLLM joins them",
     ),
     ("unknown role", b'{"id": "b15", "messages": [{"role": "wizard", "content": "hi"}]}', "error"),

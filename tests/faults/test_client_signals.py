@@ -79,7 +79,8 @@ def test_kill9_at_20_seeded_moments_then_resume(tmp_path, slow_standin, recorder
         phases.append("writing" if _size(out / "results.jsonl") > before else "start-up")
         a = audit(out, IDS, SAMPLES)
         torn += a.torn_tail
-        # Between kills nothing may be duplicated and no complete line may be corrupt (a torn tail is repaired on resume).
+        # Between kills nothing may be duplicated and no complete
+        # line may be corrupt (a torn tail is repaired on resume).
         assert a.duplicated == 0 and a.corrupt == int(a.torn_tail), (k, a)
     done = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-1500:]

@@ -94,7 +94,8 @@ def test_vllm_tool_call_flags_parse_with_vllms_own_parser_and_name_a_registered_
         "out = []\n"
         "for argv in json.loads(sys.argv[1]):\n"
         "    a = p.parse_args(argv); validate_parsed_serve_args(a)\n"
-        "    out.append([a.enable_auto_tool_choice, a.tool_call_parser, a.tool_call_parser in ToolParserManager.list_registered()])\n"
+        "    out.append([a.enable_auto_tool_choice, a.tool_call_parser, a.tool_call_parser in "
+        "ToolParserManager.list_registered()])\n"
         "print('RESULT', json.dumps(out))\n"
     )
     import json
@@ -183,7 +184,7 @@ vllm:num_requests_waiting{engine="0",model_name="smollm2"} 1.0
 vllm:generation_tokens_total{engine="0",model_name="smollm2"} 120.0
 vllm:kv_cache_usage_perc{engine="0",model_name="smollm2"} 0.25
 vllm:cache_config_info{block_size="128",cache_dtype="auto",enable_prefix_caching="True",engine="0",num_gpu_blocks="728"} 1.0
-"""
+"""  # noqa: E501  (a page as vLLM serves it: one sample a line)
 
 
 def test_vllm_metrics_and_effective_config():
@@ -221,7 +222,8 @@ def test_compare_configs_reports_each_differing_field():
 
 
 def test_metrics_text_is_read_by_prometheus_client_parser():
-    """Escaped label values, several label sets summed, and a malformed line that ends the page but keeps what came before."""
+    """Escaped label values, several label sets summed, and a
+    malformed line that ends the page but keeps what came before."""
     from fleetgen.fleet.engines.base import metric_labels, metric_totals
 
     text = (

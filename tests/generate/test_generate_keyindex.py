@@ -204,7 +204,8 @@ def test_a_kill_between_the_results_write_and_the_index_write(tmp_path):
         journal, _ = Journal.open(Path(sys.argv[1]), retry_errors=False)
         journal.commit([dumps_line({"id": "a", "sample": 0, "messages": []})], [])
         write = os.write  # the results go through Journal.os_write, bound before this; the index frame through os.write
-        os.write = lambda fd, data: os._exit(9) if bytes(data[:4]) == b"KF01" else write(fd, data)  # dies before its frame
+        # dies before its frame
+        os.write = lambda fd, data: os._exit(9) if bytes(data[:4]) == b"KF01" else write(fd, data)
         journal.commit([dumps_line({"id": "b", "sample": 1, "messages": []}), dumps_line({"id": "c", "sample": 0})], [])
         """
     )
@@ -364,7 +365,8 @@ def test_chunked_rebuild_and_bulk_inserts_read_exactly_what_the_scan_reads(tmp_p
 
 
 def test_the_keys_record_hands_the_commit_make_the_index_the_lines_would(tmp_path):
-    """The writer passes each line's (id hash, sample) as `record` computed them; the frame equals one read from the lines."""
+    """The writer passes each line's (id hash, sample) as `record`
+    computed them; the frame equals one read from the lines."""
     from fleetgen.generate.journal.outcomes import Batch, Completed, record
     from fleetgen.generate.observe.stats import Stats
 

@@ -101,7 +101,8 @@ def test_counters_move_during_a_real_run_and_end_equal_to_stats_json(cpu_fleet: 
 
 @pytest.mark.engine
 def test_cli_serves_metrics_and_status_shows_the_job_without_the_key(cpu_fleet: FleetState, tmp_path: Path):
-    """`generate --fleet --metrics-port 0`: the job's progress file leads to its port; `status` shows it; no key anywhere."""
+    """`generate --fleet --metrics-port 0`: the job's progress
+    file leads to its port; `status` shows it; no key anywhere."""
     state_dir = Path(cpu_fleet.config["state_dir"])
     prompts = write_prompts(tmp_path / "p.jsonl", 40, words="Name one animal.")
     env = {**os.environ, "FLEETGEN_API_KEY": SECRET}

@@ -295,7 +295,8 @@ def test_resume_with_done_set_snapshots_equals_the_full_pass_after_random_kills(
 
 
 def _cut_checkpoint_back(path: Path, rng: random.Random) -> None:
-    """Keep the header and a random number of whole frames (a checkpoint whose watermark is behind the claims snapshot's)."""
+    """Keep the header and a random number of whole frames (a
+    checkpoint whose watermark is behind the claims snapshot's)."""
     path.write_bytes(path.read_bytes()[: rng.choice(watermark.frame_ends(path))])
 
 
@@ -371,7 +372,8 @@ def test_a_torn_or_flipped_claims_snapshot_is_never_used(tmp_path):
 
 
 def test_the_watermark_never_passes_a_row_that_is_not_on_disk(tmp_path):
-    """After every commit: the rows before the checkpoint's line, read in full against the journal on disk, need nothing."""
+    """After every commit: the rows before the checkpoint's line,
+    read in full against the journal on disk, need nothing."""
     rng = random.Random(23)
     for case in range(25):
         prompts = random_prompts(tmp_path / f"p{case}.jsonl", rng, rng.randint(10, 50))

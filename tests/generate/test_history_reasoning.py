@@ -1,4 +1,5 @@
-"""Earlier reasoning in the history (generate/turns/history_reasoning.py): decided from the target's template, sent as sampled.
+"""Earlier reasoning in the history (generate/turns/history_reasoning.py):
+decided from the target's template, sent as sampled.
 
 The end-to-end test plays a Qwen3-style target with a STAND-IN server (tests/generate/standin_server.py):
 no real engine here thinks on cue. The stand-in renders each request with the Qwen3-style fixture

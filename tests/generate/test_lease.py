@@ -124,7 +124,8 @@ def test_a_superseded_writer_is_fenced_its_next_commit_refused_and_nothing_appen
     old = Lease.acquire(tmp_path)
     journal, _ = Journal.open(tmp_path, retry_errors=False, lease=old)
     journal.commit([dumps_line({"id": "a", "sample": 0})], [])
-    # Its lock is lost without it knowing (what a partition does to a lock on shared storage): another writer takes over.
+    # Its lock is lost without it knowing (what a partition does
+    # to a lock on shared storage): another writer takes over.
     fcntl.flock(old.fd, fcntl.LOCK_UN)
     new = Lease.acquire(tmp_path)
     size = (tmp_path / "results.jsonl").stat().st_size

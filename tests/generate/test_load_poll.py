@@ -41,7 +41,10 @@ async def test_readings_of_real_pages_and_preemptions_as_counter_deltas():
     s = get_engine("sglang").parse_metrics(SGLANG_PAGE)
     assert (s.running, s.waiting, s.kv_cache_usage, s.retracted) == (0.0, 0.0, 0.0, 0.0)
     counter = 'vllm:num_preemptions_total{engine="0",model_name="smollm2"} '
-    gauge = 'sglang:num_retracted_reqs{engine_type="unified",model_name="model",moe_ep_rank="0",pid="2642",pp_rank="0",tp_rank="0"} '
+    gauge = (
+        'sglang:num_retracted_reqs{engine_type="unified",model_name="model",moe_ep_rank="0",pid="2642",pp_rank="0",'
+        'tp_rank="0"} '
+    )
     pages = [VLLM_PAGE.replace(counter + "0.0", counter + "5.0"), SGLANG_PAGE]  # what replicas 0 and 1 serve now
     servers = [await _serve(_live(pages, i)) for i in range(2)]
     try:

@@ -237,7 +237,8 @@ def test_speculators_rows_are_one_per_generation_of_the_sampled_ids(id_run, tmp_
 
 
 def test_speculators_own_loader_reads_the_export_unchanged(id_run, tmp_path):
-    """speculators is not a dependency: scripts/setup.sh installs it (pinned, --no-deps); missing, this fails, never skips."""
+    """speculators is not a dependency: scripts/setup.sh installs
+    it (pinned, --no-deps); missing, this fails, never skips."""
     from speculators.data_generation import preprocessing as prep
 
     from fleetgen.models.registry import resolve_model

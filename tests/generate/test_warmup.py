@@ -114,7 +114,8 @@ def test_the_warm_up_set_is_one_path_per_distinct_kernel_choice(tmp_path, job, p
 
 
 def test_a_profile_with_a_length_floor_still_gets_a_short_warm_up_the_engine_accepts(tmp_path):
-    """SGLang refused `min_new_tokens 128` with `max_new_tokens 4` (H200, 0.5.12): the floor is cut to the warm-up's length."""
+    """SGLang refused `min_new_tokens 128` with `max_new_tokens 4`
+    (H200, 0.5.12): the floor is cut to the warm-up's length."""
     profiles = [SamplingProfile(name="fixed", max_tokens=512, extra_body={"min_tokens": 128})]
     [path] = sampling_paths(cfg(tmp_path, ["http://127.0.0.1:1"], profiles=profiles).sampling, "m")
     assert path.name == "temperature+extra:min_tokens"

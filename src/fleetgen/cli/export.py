@@ -38,7 +38,8 @@ def _parse_split(text: str | None) -> float:
 
 
 def _renamed_reasoning(ctx: typer.Context, new: str, old: str) -> str:
-    """export's `--reasoning` was renamed (generate's `--reasoning` takes other words); the old spelling works one release."""
+    """export's `--reasoning` was renamed (generate's `--reasoning`
+    takes other words); the old spelling works one release."""
     if typed(ctx, "reasoning") and new != old:
         raise ConfigError(
             f"--reasoning {old} and --reasoning-in-data {new} disagree", hint="give --reasoning-in-data only"
@@ -121,10 +122,12 @@ def cmd_export(
     console.print(t)
     if s.format in ("tokens", "speculators"):
         console.print(
-            f"{s.supervised_tokens} supervised of {s.total_tokens} tokens; round-trip failures: {sum(s.failed.values())}"
+            f"{s.supervised_tokens} supervised of {s.total_tokens} tokens; round-trip failures: "
+            f"{sum(s.failed.values())}"
         )
         console.print(
-            f"{s.from_ids} records from the sampled token ids; {sum(s.retokenized.values())} re-tokenized from text (fallback)"
+            f"{s.from_ids} records from the sampled token ids; {sum(s.retokenized.values())} re-tokenized from text "
+            "(fallback)"
         )
         for reason, n in s.retokenized.most_common():
             console.print(f"  re-tokenized: {reason}: {n}")

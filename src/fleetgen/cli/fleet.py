@@ -107,7 +107,8 @@ def cmd_status(
 
 
 def job_limits(jobs: list[tuple[JobProgress, bool]]) -> dict[str, int]:
-    """Per endpoint, the in-flight limits of the running jobs driving it, added up (shards of one job, or several jobs)."""
+    """Per endpoint, the in-flight limits of the running jobs
+    driving it, added up (shards of one job, or several jobs)."""
     out: dict[str, int] = {}
     for job, running in jobs:
         if running:

@@ -115,7 +115,8 @@ def read_profiles(path: Path) -> list:
         data = data["profiles"]
     if not isinstance(data, list):
         raise ConfigError(
-            f"--profiles {path}: expected a list of profiles (or a mapping with `profiles:`), got {type(data).__name__}",
+            f"--profiles {path}: expected a list of profiles (or a mapping with `profiles:`), got "
+            f"{type(data).__name__}",
             hint="write `- {name: cold, temperature: 0.3}` lines, one per profile",
         )
     return data
@@ -221,7 +222,8 @@ def _print_shards(run: ShardedRun, outdir: Path) -> None:
     from fleetgen.generate import ShardDone
 
     t = Table(
-        title=f"generate: {outdir} ({len(run.outcomes)} shards as {'Ray tasks' if run.runner == 'ray' else 'processes'})"
+        title=f"generate: {outdir} ({len(run.outcomes)} shards as "
+        f"{'Ray tasks' if run.runner == 'ray' else 'processes'})"
     )
     for col in ("shard", "ran on", "ok", "errors", "resumed", "out tokens", "wall s"):
         t.add_column(col, justify="right")

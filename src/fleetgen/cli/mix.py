@@ -38,7 +38,8 @@ def cmd_mix(
         typer.Option(
             "--require-license",
             metavar="LICENSE",
-            help="Keep only prompts under this license (repeatable; replaces filters.require_license), e.g. apache-2.0.",
+            help="Keep only prompts under this license (repeatable; replaces filters.require_license), e.g. "
+            "apache-2.0.",
         ),
     ] = None,
     list_adapters: Annotated[bool, typer.Option("--list-adapters", help="List the dataset adapters and exit.")] = False,

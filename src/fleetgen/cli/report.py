@@ -22,7 +22,8 @@ def cmd_report(
         str | None,
         typer.Option(
             help=(
-                "Model directory (or embedded name, or a hub id already in the local cache) whose tokenizer splits reasoning "
+                "Model directory (or embedded name, or a hub id already in the local cache) whose tokenizer splits "
+                "reasoning "
                 "from answer tokens and re-encodes text; default: the fleet's model the runs recorded. No hub is asked."
             )
         ),

@@ -84,7 +84,8 @@ def cmd_up(
         where = f"  node {r.node}  actor {r.actor}" if r.actor else ""
         console.print(f"replica {r.index}: {r.endpoint}  pid {r.pid}{where}  log {r.log_path}")
     console.print(
-        f"[green]fleet ready[/]: {len(fleet.replicas)} replica(s) of {fleet.served_model_name}; state in {cfg.state_dir}"
+        f"[green]fleet ready[/]: {len(fleet.replicas)} replica(s) of {fleet.served_model_name}; state in "
+        f"{cfg.state_dir}"
     )
     from fleetgen.generate.turns.paths import fleet_paths
 

@@ -78,7 +78,8 @@ def check_attention(engine: str | None, snap: NvmlSnapshot, engine_args: list[st
                 status=Status.FAIL,
                 cause="attention_backend_unsupported",
                 evidence=ev,
-                summary=f"{flag} {value} does not run on {', '.join(sm(a) for a in archs)} ({value} needs sm_{rng[0]}..sm_{rng[1]})",
+                summary=f"{flag} {value} does not run on {', '.join(sm(a) for a in archs)} ({value} needs "
+                f"sm_{rng[0]}..sm_{rng[1]})",
                 fix=Fix(
                     summary=f"use {alt}", engine_args=[flag if flag.startswith("--") else "--attention-backend", alt]
                 ),
@@ -89,7 +90,8 @@ def check_attention(engine: str | None, snap: NvmlSnapshot, engine_args: list[st
             status=Status.WARN,
             cause="attention_backend_unpinned",
             evidence=ev,
-            summary=f"{engine} may default to FA3/FA4 on {sm(archs[-1])}, which they do not support: pin --attention-backend {rec}",
+            summary=f"{engine} may default to FA3/FA4 on {sm(archs[-1])}, which they do not support: pin "
+            f"--attention-backend {rec}",
             fix=Fix(summary=f"pass --attention-backend {rec}", engine_args=["--attention-backend", rec]),
         )
     return Check(
@@ -138,6 +140,7 @@ def check_hybrid(engine: str | None, model: ModelInfo | None, engine_args: list[
         status=Status.WARN,
         cause="hybrid_flags_missing",
         evidence=ev,
-        summary=f"hybrid Mamba/attention model ({model.model_type}, {model.attention_layers}/{ev['layers']} attention layers): pass {' '.join(args)}",
+        summary=f"hybrid Mamba/attention model ({model.model_type}, {model.attention_layers}/{ev['layers']} attention "
+        f"layers): pass {' '.join(args)}",
         fix=Fix(summary=f"pass {' '.join(args)}", engine_args=args),
     )

@@ -5,7 +5,8 @@ flashinfer-cubin wheel (prebuilt, matched to flashinfer's version) or from an nv
 the first time each one is used. SGLang 0.5.12 pins flashinfer_cubin==0.6.11.post1 next to
 flashinfer_python, but a staged install can leave it out: on the H200 (2026-12-02) it was absent,
 and the first request with top_p < 1 then waited minutes for flashinfer's top-k/top-p sampling
-kernel, a greedy request behind it, and the first with prompt logprobs as long (BENCHMARKS.md, "figures the code cites").
+kernel, a greedy request behind it, and the first with prompt
+logprobs as long (BENCHMARKS.md, "figures the code cites").
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ COST = (
 
 
 def probe_flashinfer(host: Host) -> dict[str, str]:
-    """Installed versions of flashinfer's packages (and the engines) in the target interpreter; `probe_error` if none."""
+    """Installed versions of flashinfer's packages (and the
+    engines) in the target interpreter; `probe_error` if none."""
     got = host.python_json(_PROBE)
     return {k: v for k, v in got.items() if isinstance(v, str)} if isinstance(got, dict) else {}
 

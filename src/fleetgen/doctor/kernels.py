@@ -129,7 +129,8 @@ def _library_fix(host: Host, libs: list[str], torch_cuda: tuple[int, int] | None
             and int(m.group(1)) != torch_cuda[0]
         ):
             notes.append(
-                f"{lib} is CUDA {m.group(1)} but torch is CUDA {torch_cuda[0]}: the kernel wheel was built for another CUDA"
+                f"{lib} is CUDA {m.group(1)} but torch is CUDA {torch_cuda[0]}: the kernel wheel was built for another "
+                "CUDA"
             )
     cmds = []
     for lib in unfound:
@@ -137,7 +138,8 @@ def _library_fix(host: Host, libs: list[str], torch_cuda: tuple[int, int] | None
         m = re.search(r"\.so\.(\d+)", lib)
         if base in PIP_PACKAGE_OF and m:
             cmds.append(
-                f"{host.python} -m pip install '{PIP_PACKAGE_OF[base]}{'-cu12' if int(m.group(1)) <= 12 else ''}=={m.group(1)}.*'"
+                f"{host.python} -m pip install "
+                f"'{PIP_PACKAGE_OF[base]}{'-cu12' if int(m.group(1)) <= 12 else ''}=={m.group(1)}.*'"
             )
     dirs = list(dict.fromkeys(str(Path(p).parent) for p in found.values()))
     fix = Fix(
@@ -292,7 +294,8 @@ def _no_arch(cid: str, module: str, probe: KernelProbe, uncovered: list[str], ev
         evidence=ev,
         summary=f"{module} has builds for {builds} only; this GPU is {', '.join(uncovered)}",
         fix=Fix(
-            summary=f"install a kernel wheel that includes {uncovered[0]}, or build it with TORCH_CUDA_ARCH_LIST={arch_num[:-1]}.{arch_num[-1]}",
+            summary=f"install a kernel wheel that includes {uncovered[0]}, or build it with "
+            f"TORCH_CUDA_ARCH_LIST={arch_num[:-1]}.{arch_num[-1]}",
             commands=[f"{host.python} -m pip install --force-reinstall --no-deps <kernel wheel with {uncovered[0]}>"],
         ),
     )

@@ -44,7 +44,8 @@ def check_memory(
             status=Status.FAIL,
             cause="weights_do_not_fit",
             evidence=ev,
-            summary=f"weights take {weights / GIB:.1f} GiB per GPU, more than {mem_fraction:.2f} x {gpu.memory_total / GIB:.0f} GiB",
+            summary=f"weights take {weights / GIB:.1f} GiB per GPU, more than {mem_fraction:.2f} x "
+            f"{gpu.memory_total / GIB:.0f} GiB",
             fix=Fix(summary="raise --tp, or the memory fraction, or use a quantized checkpoint"),
         )
     tokens = int(room // per_token) if per_token else 0
@@ -60,7 +61,8 @@ def check_memory(
                 status=Status.WARN,
                 cause="kv_cache_too_small",
                 evidence=ev,
-                summary=f"{head}; {max_running_requests} requests x {ctx} context need {need:,}: only {fits} full-length requests fit",
+                summary=f"{head}; {max_running_requests} requests x {ctx} context need {need:,}: only {fits} "
+                "full-length requests fit",
                 fix=Fix(summary=f"lower max-running-requests to {max(fits, 1)}, shorten the context, or raise --tp"),
             )
         return Check(

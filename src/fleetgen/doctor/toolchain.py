@@ -247,7 +247,8 @@ def _check_nvcc(tc, snap, torch_cuda, host, overlay_fix) -> Check:
             status=Status.FAIL,
             cause="nvcc_missing",
             evidence=ev,
-            summary=f"nvcc not found ({f'not in {home}/bin, ' if home else ''}not on PATH, not in pip's CUDA): CUDA-graph capture and flashinfer JIT need it",
+            summary=f"nvcc not found ({f'not in {home}/bin, ' if home else ''}not on PATH, not in pip's CUDA): "
+            "CUDA-graph capture and flashinfer JIT need it",
             fix=Fix(
                 summary=f"install nvcc for CUDA {major}.{minor}, then run the doctor again for the overlay",
                 commands=[
@@ -289,7 +290,8 @@ def _check_nvcc(tc, snap, torch_cuda, host, overlay_fix) -> Check:
             status=Status.FAIL,
             cause="nvcc_outside_cuda_home",
             evidence=ev,
-            summary=f"nvcc {v[0]}.{v[1]} is at {tc.nvcc_elsewhere}, not in CUDA_HOME/bin ({home}/bin): the JIT runs $CUDA_HOME/bin/nvcc",
+            summary=f"nvcc {v[0]}.{v[1]} is at {tc.nvcc_elsewhere}, not in CUDA_HOME/bin ({home}/bin): the JIT runs "
+            "$CUDA_HOME/bin/nvcc",
             fix=overlay_fix("link nvcc into the CUDA_HOME overlay's bin/") if overlay_fix else None,
         )
     if torch_cuda and v[0] != torch_cuda[0]:
@@ -298,7 +300,8 @@ def _check_nvcc(tc, snap, torch_cuda, host, overlay_fix) -> Check:
             status=Status.WARN,
             cause="nvcc_torch_major_mismatch",
             evidence=ev,
-            summary=f"nvcc {v[0]}.{v[1]} but torch is built for CUDA {torch_cuda[0]}.{torch_cuda[1]}: JIT'd kernels may not link",
+            summary=f"nvcc {v[0]}.{v[1]} but torch is built for CUDA {torch_cuda[0]}.{torch_cuda[1]}: JIT'd kernels "
+            "may not link",
             fix=Fix(summary=f"use a CUDA {torch_cuda[0]}.x toolkit for CUDA_HOME"),
         )
     return Check(
@@ -340,7 +343,8 @@ def _check_layout(tc: Toolchain, overlay_fix) -> Check:
         if overlay_fix and not unsourced
         else (
             Fix(
-                summary=f"nothing on this machine provides {', '.join(unsourced)}; install the CUDA runtime (pip nvidia-cuda-runtime)"
+                summary=f"nothing on this machine provides {', '.join(unsourced)}; install the CUDA runtime (pip "
+                "nvidia-cuda-runtime)"
             )
         )
     )
@@ -349,7 +353,8 @@ def _check_layout(tc: Toolchain, overlay_fix) -> Check:
         status=Status.FAIL,
         cause="cuda_layout_incomplete",
         evidence=ev,
-        summary=f"CUDA_HOME ({home or 'none'}) lacks {', '.join(missing)}: JIT builds link with -L$CUDA_HOME/lib64 -lcudart -lcuda",
+        summary=f"CUDA_HOME ({home or 'none'}) lacks {', '.join(missing)}: JIT builds link with -L$CUDA_HOME/lib64 "
+        "-lcudart -lcuda",
         fix=fix,
     )
 
@@ -373,7 +378,8 @@ def _check_cccl(tc: Toolchain, overlay_fix, host: Host, major: int) -> Check:
             status=Status.FAIL,
             cause="cccl_missing",
             evidence=ev,
-            summary="CCCL headers (nv/target) not found in CUDA_HOME/include, include/cccl or pip's CUDA: flashinfer JIT fails",
+            summary="CCCL headers (nv/target) not found in CUDA_HOME/include, include/cccl or pip's CUDA: flashinfer "
+            "JIT fails",
             fix=Fix(
                 summary="install the CCCL headers, then run the doctor again for the overlay",
                 commands=[f"{host.python} -m pip install 'nvidia-cuda-cccl{_pip_cuda_suffix(major)}'"],

@@ -143,7 +143,8 @@ def check_torch(info: TorchInfo, snap: NvmlSnapshot, python: str) -> list[Check]
                 status=Status.FAIL,
                 cause="torch_arch_unsupported",
                 evidence=ev,
-                summary=f"torch {info.version} has no build for {', '.join(missing)} (it has {' '.join(info.arch_list)})",
+                summary=f"torch {info.version} has no build for {', '.join(missing)} (it has "
+                f"{' '.join(info.arch_list)})",
                 fix=Fix(
                     summary="install a torch build that includes this architecture (CUDA >= 12.8 wheels for sm_120)",
                     commands=[_torch_for_driver(python, dcuda)],

@@ -85,7 +85,8 @@ def _expected_rows(files: list[Path], sample_bytes: int = 1 << 18) -> int:
 
 
 def error_files(outdir: Path) -> list[Path]:
-    """errors.jsonl and each shard's errors.shard-i-of-N.jsonl (archived errors*.retried-N.jsonl were retried: not these)."""
+    """errors.jsonl and each shard's errors.shard-i-of-N.jsonl
+    (archived errors*.retried-N.jsonl were retried: not these)."""
     from fleetgen.rows.files import ERROR_FILES
 
     outdir = Path(outdir)

@@ -71,7 +71,8 @@ class Backend(Protocol):
         """The model the specs name, as the replicas will load it; `running`: a restart keeps what its fleet loaded."""
 
     def default_python(self, chosen: str | None) -> str | None:
-        """The interpreter replicas run: `chosen`, else this backend's (None: whichever runs where each replica runs)."""
+        """The interpreter replicas run: `chosen`, else this
+        backend's (None: whichever runs where each replica runs)."""
 
     def check_ports(self, specs: list[ReplicaSpec]) -> None:
         """Refuse before anything starts when a planned port is taken where its replica will listen."""

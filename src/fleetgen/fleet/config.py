@@ -62,11 +62,13 @@ class FleetConfig(StrictModel):
     )
     fix_dir: Path | None = Field(
         None,
-        description="Directory written by `fleetgen doctor --fix`: its environment and engine flags apply to every replica.",
+        description="Directory written by `fleetgen doctor --fix`: its environment and engine flags apply to every "
+        "replica.",
     )
     warm_first: bool = Field(
         True,
-        description="On GPUs with cold compile caches, start replica 0 alone, copy its caches to the others, then start them together.",
+        description="On GPUs with cold compile caches, start replica 0 alone, copy its caches to the others, then "
+        "start them together.",
     )
     startup_timeout_s: float = Field(1200, gt=0, description="Give up on a replica not ready after this long.")
     stall_timeout_s: float = Field(
@@ -83,7 +85,8 @@ class FleetConfig(StrictModel):
     )
     ray_resources: dict[str, float] = Field(
         default_factory=dict,
-        description="Custom Ray resources each replica reserves, e.g. {'inference': 1} to keep replicas on labelled nodes.",
+        description="Custom Ray resources each replica reserves, e.g. {'inference': 1} to keep replicas on labelled "
+        "nodes.",
     )
     ray_schedule_timeout_s: float = Field(
         120, gt=0, description="Give up on a replica whose placement group Ray cannot place within this long."

@@ -15,7 +15,8 @@ def gpu_kind(gpus: list[GpuInfo]) -> str:
     """What a replica's compiled kernels depend on: the GPU model and arch of its group, e.g. `nvidia-h200-sm90-x1`."""
     names = sorted(
         {
-            f"{re.sub(r'[^a-z0-9]+', '-', g.name.lower()).strip('-')}-sm{g.compute_capability[0]}{g.compute_capability[1]}"
+            f"{re.sub(r'[^a-z0-9]+', '-', g.name.lower()).strip('-')}"
+            f"-sm{g.compute_capability[0]}{g.compute_capability[1]}"
             for g in gpus
         }
     )
@@ -46,7 +47,8 @@ def gpu_groups(
     if replicas > len(groups):
         per = f" and --replicas-per-gpu {per_group}" if per_group > 1 else ""
         raise ConfigError(
-            f"--replicas {replicas} with --tp {tp}{per} needs {-(-replicas // per_group) * tp} GPUs; {len(chosen)} are chosen",
+            f"--replicas {replicas} with --tp {tp}{per} needs {-(-replicas // per_group) * tp} GPUs; {len(chosen)} are "
+            "chosen",
             hint="lower --replicas or --tp, raise --replicas-per-gpu (a small model), or pass more --gpus",
         )
     return groups[:replicas]

@@ -145,9 +145,11 @@ class EqualMemory:
         most = math.floor(((whole - FIT_RESERVE_BYTES) / spec.gpu_sharers - beyond) / whole * 1000) / 1000
         self.why[spec.gpus] = f"replica {gpu.first_index}'s {_gib(first.static_bytes)} does not fit the other {others}"
         log.warning(
-            f"replicas sharing GPU {_gpus(spec.gpus)}: replica {gpu.first_index} keeps its KV pool of {first.kv_tokens} "
+            f"replicas sharing GPU {_gpus(spec.gpus)}: replica {gpu.first_index} keeps its KV pool of "
+            f"{first.kv_tokens} "
             f"tokens; the other {others} get {_gib(fits)} each for weights and KV pool, equal among them but less than "
-            f"its {_gib(first.static_bytes)}: {spec.gpu_sharers} x ({_gib(first.static_bytes)} + the {_gib(beyond)} each "
+            f"its {_gib(first.static_bytes)}: {spec.gpu_sharers} x ({_gib(first.static_bytes)} + the {_gib(beyond)} "
+            "each "
             f"holds beyond it) is more than the {_gib(whole)} free; for equal pools pass "
             f"{self.engine.memory_flag} {max(most, 0):g} or fewer --replicas-per-gpu"
         )
@@ -180,7 +182,8 @@ class EqualMemory:
         replica.gpu_share = gpu.reference
 
     def finish(self, replicas: list[ReplicaState]) -> None:
-        """Record on each replica what its GPU's replicas are given (a restart gets it); warn of pools unequal unforeseen."""
+        """Record on each replica what its GPU's replicas are given
+        (a restart gets it); warn of pools unequal unforeseen."""
         for r in replicas:
             gpu = self.gpus.get(tuple(r.gpus))
             if gpu is not None and gpu.reference is not None:

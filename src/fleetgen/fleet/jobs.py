@@ -41,7 +41,8 @@ class JobProgress(BaseModel):
     )
     stalled: dict[str, int] = Field(
         default_factory=dict,
-        description="Requests cancelled and re-sent after no answer within the bound the replica's pace sets, per endpoint.",
+        description="Requests cancelled and re-sent after no answer within the bound the replica's pace sets, per "
+        "endpoint.",
     )
 
 
@@ -53,7 +54,8 @@ def write_job(state_dir: Path, progress: JobProgress) -> None:
     """Replace the job's file atomically, so `status` never reads half of one."""
     path = job_path(state_dir, progress.pid)
     path.parent.mkdir(exist_ok=True)
-    # Not fsynced: rewritten every few seconds from the job's event loop, removed when it ends; a crash leaves it stale anyway.
+    # Not fsynced: rewritten every few seconds from the job's event
+    # loop, removed when it ends; a crash leaves it stale anyway.
     write_atomic(path, progress.model_dump_json(), durable=False)
 
 

@@ -14,7 +14,8 @@ from fleetgen.fleet.state_file import UNREADABLE_HINT, read_state_json, state_pa
 
 
 class GpuShare(BaseModel):
-    """The memory the first replica of a shared GPU took, which each replica of that GPU is given (fleet/equal_memory.py)."""
+    """The memory the first replica of a shared GPU took, which each replica of that GPU is given
+    (fleet/equal_memory.py)."""
 
     static_bytes: int = Field(description="Its fraction x the GPU memory free as it started: weights + KV pool.")
     kv_tokens: int | None = Field(None, description="Its KV pool in tokens, as it reported it: the others' cap.")

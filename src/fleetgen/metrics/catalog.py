@@ -1,4 +1,5 @@
-"""Every metric fleetgen serves, declared once: the collectors build from it, the docs and dashboard are checked against it."""
+"""Every metric fleetgen serves, declared once: the collectors
+build from it, the docs and dashboard are checked against it."""
 
 from __future__ import annotations
 

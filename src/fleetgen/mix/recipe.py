@@ -16,7 +16,8 @@ class SourceSpec(StrictModel):
     name: str = Field(description="Short unique name of the source; prefixes prompt ids and labels the report.")
     adapter: str = Field(description="Adapter that reads the dataset's schema (see `fleetgen mix --list-adapters`).")
     path: str = Field(
-        description="Hugging Face dataset repo id (owner/name), or a local .jsonl/.json/.parquet file or a folder of them."
+        description="Hugging Face dataset repo id (owner/name), or a local .jsonl/.json/.parquet file or a folder of "
+        "them."
     )
     config: str | None = Field(None, description="Dataset config (subset) on the Hub, e.g. '0625'.")
     split: str = Field("train", description="Dataset split to read.")
@@ -92,7 +93,8 @@ class FilterSpec(StrictModel):
     )
     require_license: list[str] | None = Field(
         None,
-        description="Keep only prompts whose recorded license is one of these (Hugging Face ids, e.g. apache-2.0, mit).",
+        description="Keep only prompts whose recorded license is one of these (Hugging Face ids, e.g. apache-2.0, "
+        "mit).",
     )
     tokenizer: str | None = Field(
         None, description="Hugging Face tokenizer path for exact token counts (needs transformers); default: estimate."

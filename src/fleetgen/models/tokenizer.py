@@ -107,7 +107,8 @@ def local_directory(name: str) -> Path | None:
 def find_tokenizer(
     explicit: str | None = None, fleet_model: str | None = None, served: str | None = None
 ) -> TokenizerSource:
-    """The tokenizer to use, from local files: `--tokenizer`, else the fleet's model, else the served name if it is local."""
+    """The tokenizer to use, from local files: `--tokenizer`, else
+    the fleet's model, else the served name if it is local."""
     for name, origin in ((explicit, "--tokenizer"), (fleet_model, "the fleet's model"), (served, "the run's model")):
         if not name:
             continue

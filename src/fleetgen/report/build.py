@@ -353,7 +353,8 @@ def _token_ids(doc: Document, run: Run, source: TokenizerSource, tok: LocalToken
     rows.append(["tokenizer (for the round trip)", str(source.path) if tok is not None else f"none: {source.origin}"])
     doc.text(
         "Ids are what the server was fed and sampled (before reasoning and tool-call parsing); token exports use "
-        "them as they are. A text round trip re-encodes to the canonical tokenization, which is not always the one sampled."
+        "them as they are. A text round trip re-encodes to the canonical tokenization, which is not always the one "
+        "sampled."
     )
     doc.table(["", "value"], rows)
 

@@ -134,7 +134,8 @@ def _token_split(
 
 
 def load_run(outdir: Path, mix_report: Path | None = None, *, think_close: int | None = None) -> Run:
-    """The report's view of an output directory; `think_close`: the `</think>` id, to split reasoning from answer tokens."""
+    """The report's view of an output directory; `think_close`:
+    the `</think>` id, to split reasoning from answer tokens."""
     run = Run(outdir=Path(outdir))
     counts = ReadCounts()
     for rec in iter_results(outdir, counts):

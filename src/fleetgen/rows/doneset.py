@@ -10,7 +10,8 @@ enough that a collision among 10M ids has a probability near 1e-25.
 A done set over a mapped snapshot (`over`, donefile.py) never writes its table: a write to a private
 mapping copies the page it lands on, and the keys a resume adds (the index frames after the snapshot,
 then each new result) land on random pages, so 200K of them copied most of a 400 MB table
-(BENCHMARKS.md, "figures the code cites"). They go into a small table of their own (the tail) instead, and a lookup reads both.
+(BENCHMARKS.md, "figures the code cites"). They go into a small
+table of their own (the tail) instead, and a lookup reads both.
 The two become one table when the whole table is wanted (a snapshot written, a copy).
 """
 
@@ -249,7 +250,8 @@ class DoneSet:
         return out
 
     def _merge_tail(self) -> None:
-        """Make the mapped table and its tail one table of this process's own (a copy of the mapping, the tail added)."""
+        """Make the mapped table and its tail one table of this
+        process's own (a copy of the mapping, the tail added)."""
         tail = self._tail
         if tail is None:
             return

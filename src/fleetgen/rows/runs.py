@@ -3,7 +3,8 @@
 stats.json holds the last run's counters only: after an interrupted run and a resume it says the
 resume's wall time and tokens, not the output's. So each `generate` process that opens the journal
 appends two lines to runs.jsonl: one when it starts (a run id, when, host and pid, shard, the job
-digest, the fleet's model path for a report's tokenizer) and one when it ends (when, and its stats.json as written). A run killed before its end
+digest, the fleet's model path for a report's tokenizer) and one when it ends (when, and its stats.json as written). A
+run killed before its end
 (kill -9, power loss) leaves its start line alone; its rows are still in the results, which the
 report counts from, attributing each row to the run whose span holds the row's start.
 

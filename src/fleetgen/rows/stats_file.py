@@ -6,7 +6,8 @@ from typing import Any
 
 
 def merge_stats(parts: list[dict]) -> dict:
-    """The stats.json of N shards as one run's: counters summed, rates added, wall the longest, replicas listed per shard."""
+    """The stats.json of N shards as one run's: counters summed,
+    rates added, wall the longest, replicas listed per shard."""
     out: dict = {
         "rows": {},
         "tokens": {},

@@ -131,7 +131,8 @@ def format_plan(p: Plan) -> str:
         [
             f"rows x samples:      {p.rows:,} x {p.samples} = {p.pairs:,}",
             f"output tokens:       {p.output_tokens:,.0f} ({p.tokens_per_sample:,.0f} {basis})",
-            f"fleet throughput:    {p.tokens_per_s:,.0f} output tokens/s on {p.gpus} GPUs ({p.tokens_per_s / p.gpus:,.0f} per GPU)",
+            f"fleet throughput:    {p.tokens_per_s:,.0f} output tokens/s on {p.gpus} GPUs "
+            f"({p.tokens_per_s / p.gpus:,.0f} per GPU)",
             f"wall time:           {hours:,.1f} h ({hours / 24:,.2f} days)",
             f"GPU-hours:           {p.gpu_hours:,.0f}",
         ]

@@ -119,7 +119,8 @@ class Pipeline:
             self.ctx.fingerprints[stage.name] = fp
             runs = not (book.is_current(stage.name, fp) and all(p.exists() for p in stage.outputs()))
             if runs and stage.gate:
-                break  # nothing after it may begin before it passes (the fleet must not start into a broken environment)
+                # nothing after it may begin before it passes (the fleet must not start into a broken environment)
+                break
             if runs and stage.head_start():
                 started.append(stage)
         for stage in later:  # the loop computes them again, as each stage is reached

@@ -1,4 +1,5 @@
-"""SpecForge's conversation JSONL: {"id", "conversations": [{role, content, reasoning_content?, tool_calls?}], "tools"?}.
+"""SpecForge's conversation JSONL: {"id", "conversations":
+[{role, content, reasoning_content?, tool_calls?}], "tools"?}.
 
 SpecForge's loader keeps `conversations` and `tools` and passes any other top-level column to the
 chat template as a keyword, so a row carries nothing else (meta and timing stay in results.jsonl).

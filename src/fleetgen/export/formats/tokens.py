@@ -134,7 +134,8 @@ class TokensFormat(Format):
         return turns
 
     def pieces(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[Piece]:
-        """The whole conversation when the template is prefix-stable for it; else one piece per run of turns it keeps."""
+        """The whole conversation when the template is prefix-stable
+        for it; else one piece per run of turns it keeps."""
         turns = self.turns(messages, tools)
         full = self.render(messages, tools, gen=False)
         if all(full.startswith(t.text) for t in turns):

@@ -166,7 +166,8 @@ class Engine(ABC):
     load_metrics: frozenset[str] = frozenset()
 
     def parse_load(self, text: str) -> Metrics:
-        """parse_metrics over the load lines alone: a page is mostly histograms, most of its parse (BENCHMARKS.md, "figures the code cites")."""
+        """parse_metrics over the load lines alone: a page is mostly histograms, most of its parse (BENCHMARKS.md,
+        "figures the code cites")."""
         if not self.load_metrics:
             return self.parse_metrics(text)
         names, starts = self.load_metrics, tuple(self.load_metrics)

@@ -120,7 +120,8 @@ class SglangEngine(Engine):
         ),
         FatalPattern(
             _P(
-                r"(ImportError|OSError|RuntimeError).*(sgl_kernel|common_ops|libnvrtc\.so|libcudart\.so|undefined symbol)"
+                r"(ImportError|OSError|RuntimeError).*(sgl_kernel|common_ops|libnvrtc\.so|libcudart\.so|undefined "
+                r"symbol)"
                 r"|undefined symbol: "
             ),
             "SGLang's kernels do not load: run `fleetgen doctor --engine sglang`",

@@ -32,7 +32,8 @@ class VllmEngine(Engine):
         ),
         (
             _P(
-                r"Compiling a graph|Dynamo bytecode|torch\.compile takes|[Cc]apturing (CUDA |cuda)?graphs?|compile range"
+                r"Compiling a graph|Dynamo bytecode|torch\.compile takes|[Cc]apturing (CUDA |cuda)?graphs?|compile "
+                r"range"
             ),
             Phase.COMPILING,
         ),

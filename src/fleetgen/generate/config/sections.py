@@ -189,7 +189,8 @@ class ShardingConfig(Section):
         None,
         description=(
             "i/N: which replicas this process drives: those at positions i, i+N, ... of the fleet state (or the "
-            "--endpoint list), each with its whole window; pair it with `shard` (--shard i/N) so hand-run shards do not "
+            "--endpoint list), each with its whole window; pair it with `shard` (--shard i/N) so hand-run shards do "
+            "not "
             "share replicas. `shards` sets it for each of its shards when there are at least N replicas."
         ),
     )
@@ -257,7 +258,8 @@ class ObserveConfig(Section):
         None,
         ge=0,
         le=65535,
-        description="Serve Prometheus metrics of the job on this port (0: a free one, printed at start); off by default.",
+        description="Serve Prometheus metrics of the job on this port (0: a free one, printed at start); off by "
+        "default.",
     )
     metrics_host: str = Field(
         "127.0.0.1", description="Address the metrics port binds to; a non-loopback one needs metrics_allow_remote."

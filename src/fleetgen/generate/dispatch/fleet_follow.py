@@ -22,7 +22,8 @@ POLL_S = 2.0
 
 
 async def follow_fleet(state_dir: Path, dispatcher: Dispatcher, mine: Shard = Shard(), poll_s: float = POLL_S) -> None:
-    """Until cancelled: on each change of the state file, point each replica (of `mine`, its slice) at its endpoint once verified."""
+    """Until cancelled: on each change of the state file, point each
+    replica (of `mine`, its slice) at its endpoint once verified."""
     path = state_path(state_dir)
     seen: int | None = None
     told_size = False

@@ -1,4 +1,5 @@
-"""Hedging: in the tail, a request slower than the answers seen gets a twin on a draining replica; the first answer wins.
+"""Hedging: in the tail, a request slower than the answers seen
+gets a twin on a draining replica; the first answer wins.
 
 Only in the tail (the input exhausted): before it, every free slot has new work to take, and a
 twin would take the slot from it. Slow is judged against answers seen: until HEDGE_MIN_OBSERVED
@@ -175,7 +176,8 @@ class Hedging:
                 break
             await asyncio.sleep(remaining if remaining > 0 else self.hedge_after_s / 4)  # then judge again
         while (other := self.slots.try_acquire_other(flight.replica, max_load=HEDGE_MAX_LOAD)) is None:
-            # No other replica has drained enough: try again when a slot frees up (cancelled if the request answers first).
+            # No other replica has drained enough: try again when a
+            # slot frees up (cancelled if the request answers first).
             await self.slots.changed()
         other.stats.hedges += 1
         flight.twin_replica = other

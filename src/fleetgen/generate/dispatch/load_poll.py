@@ -36,7 +36,8 @@ POLL_S = 1.0
 # (BENCHMARKS.md, "full speed").
 RAMP_POLL_S = 0.25
 LOAD_PATHS = ("/v1/loads", "/get_load")  # SGLang 0.5.12, and its older name
-# An engine evicting its prefix cache this share of the time is said (once): it is what slowed SGLang 5x (BENCHMARKS.md).
+# An engine evicting its prefix cache this share of the time is said (once): it is what slowed SGLang 5x
+# (BENCHMARKS.md).
 EVICTION_SHARE = 0.2
 _TIMEOUT = aiohttp.ClientTimeout(total=5)
 _IDENTITY = {"Accept-Encoding": "identity"}  # a small page: gzip would only cost the engine CPU

@@ -38,7 +38,8 @@ class Stalled(TransientError):
 
 
 class _Pace:
-    """One replica's recent seconds per token, and their slow quantile, re-read every RESORT answers (this runs per request)."""
+    """One replica's recent seconds per token, and their slow
+    quantile, re-read every RESORT answers (this runs per request)."""
 
     __slots__ = ("recent", "slow", "_since")
 

@@ -55,7 +55,8 @@ _FRAME = struct.Struct("<4sIQQQQQIII")
 _CRC = struct.Struct("<I")
 _HEAD = _FRAME.size + _CRC.size  # a frame's fields and their CRC, before its claims
 FLUSH_CLAIMS = 1 << 14  # resolved claims buffered before a frame is written without waiting for a commit (a full pass
-# killed re-reads at most this many rows; 1 << 16 left 38,528 rows past the watermark of a 10M-row pass cut at its last frame)
+# killed re-reads at most this many rows; 1 << 16 left 38,528 rows
+# past the watermark of a 10M-row pass cut at its last frame)
 
 
 def checkpoint_name(suffix: str = "") -> str:
@@ -87,7 +88,8 @@ class _Loaded:
 
 
 def _next_head(f, *, strict: bool = False) -> tuple | None:
-    """The fields of the frame header at f's position; None at the end, or (unless strict: OSError) where it is not sound."""
+    """The fields of the frame header at f's position; None at
+    the end, or (unless strict: OSError) where it is not sound."""
     head = f.read(_HEAD)
     if len(head) < _HEAD:
         return None
@@ -100,7 +102,8 @@ def _next_head(f, *, strict: bool = False) -> tuple | None:
 
 
 def frame_ends(path: Path) -> list[int]:
-    """Where the header and each frame after it end, by the lengths the frames give: where a checkpoint can be cut to whole frames."""
+    """Where the header and each frame after it end, by the lengths
+    the frames give: where a checkpoint can be cut to whole frames."""
     data = Path(path).read_bytes()
     ends = [len(_MAGIC) + 32]  # the header: magic and the job digest
     while ends[-1] + _HEAD <= len(data):
@@ -229,7 +232,8 @@ class CheckpointProgress:
     # --- what the work list reports, one call a prompt row, in file order ----------------------------
 
     def resolved(self, line: int, end: int, count: int, claim: int | None) -> None:
-        """Row `line` (ending at byte `end`) needs nothing more: it counts `count`, and claims the id hashed `claim` (unless None)."""
+        """Row `line` (ending at byte `end`) needs nothing more: it counts
+        `count`, and claims the id hashed `claim` (unless None)."""
         q = self._pending
         if not q:
             self._line, self._offset = line + 1, end
@@ -287,7 +291,8 @@ class CheckpointProgress:
             self._write()
 
     def close(self) -> None:
-        """At the end of a run whose journal is all on disk: the last frame, the claims snapshot, then the file is closed."""
+        """At the end of a run whose journal is all on disk: the
+        last frame, the claims snapshot, then the file is closed."""
         self.advance()
         if self._fd is not None and self._claims_at is not None and self._written > self._claims_at[1]:
             self._save_claims()
@@ -310,7 +315,8 @@ class CheckpointProgress:
             log.warning(f"claims snapshot {target} not saved ({e.strerror or e}); the next resume sorts the claims")
 
     def release(self) -> None:
-        """Close the file without a last frame (a run that ended on an error: the done set may hold more than the disk)."""
+        """Close the file without a last frame (a run that ended
+        on an error: the done set may hold more than the disk)."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

@@ -127,7 +127,8 @@ class Journal:
         """Append each batch, then fsync: every line is either all there or not there at all.
 
         `keys`: each result line's (id hash, sample), as `record` computed them (Batch.hashes, Batch.samples),
-        so this thread runs no Python per line while the event loop waits for the GIL; read from the lines when not given.
+        so this thread runs no Python per line while the event loop
+        waits for the GIL; read from the lines when not given.
         """
         if self.lease is not None:
             self.lease.check()  # the fence: a writer whose lease was taken over appends nothing more
@@ -154,7 +155,8 @@ class Journal:
         return elapsed >= max(self.snapshot_every_s, 50 * self._snapshot_cost)
 
     def save_done(self, *, if_changed: bool = False) -> None:
-        """Write the done-set snapshot; only when the done set equals the journal on disk (after a commit, at a run's end).
+        """Write the done-set snapshot; only when the done set equals
+        the journal on disk (after a commit, at a run's end).
 
         if_changed (a run's end): not when this run committed nothing and its done set came from a
         snapshot: a resume with nothing to do then writes nothing (the snapshot on disk may hold a

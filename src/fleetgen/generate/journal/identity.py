@@ -1,4 +1,5 @@
-"""Which job an output directory belongs to (job.json): apart, so a resume refuses another job's directory before it reads any of it."""
+"""Which job an output directory belongs to (job.json): apart, so a
+resume refuses another job's directory before it reads any of it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The key index beside results.jsonl: the (id hash, sample) of every result line, so a resume need not read the results.
+"""The key index beside results.jsonl: the (id hash, sample) of
+every result line, so a resume need not read the results.
 
 Durability rule: a frame of keys is appended only after the result lines it names are written and
 fsynced, so the index can lag the results but never lead them. Each frame says which byte range of

@@ -85,7 +85,8 @@ class Lease:
             try:
                 locked = _try_lock(fd)
                 holder = _read(fd)
-                # Held by an earlier attempt of this same sharded run: wait for it to end (the file stays open meanwhile).
+                # Held by an earlier attempt of this same sharded run:
+                # wait for it to end (the file stays open meanwhile).
                 while locked is False and group is not None and (holder or {}).get("group") == group:
                     if time.monotonic() >= deadline:
                         break

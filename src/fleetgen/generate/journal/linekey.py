@@ -1,4 +1,5 @@
-"""The (id, sample) key at the head of a journal line: how a line is written and read back without a parse, apart as both the journal and the done-set read need it."""
+"""The (id, sample) key at the head of a journal line: how a line is written and read back without a parse, apart as
+both the journal and the done-set read need it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Reading back what an output directory holds as done, and bringing its key index level: apart from the journal, which only appends."""
+"""Reading back what an output directory holds as done, and bringing
+its key index level: apart from the journal, which only appends."""
 
 from __future__ import annotations
 
@@ -94,7 +95,8 @@ def read_done(outdir: Path, *, update_index: bool, suffix: str) -> DoneRead:
 
 
 def _from_snapshot(outdir: Path, suffix: str) -> tuple[DoneSet, keyindex.Loaded, int] | None:
-    """The snapshot's done set with the index frames after it added, its index view and the errors offset; None: unusable."""
+    """The snapshot's done set with the index frames after it
+    added, its index view and the errors offset; None: unusable."""
     results, errors, index = (outdir / n for n in journal_names(suffix))
     snap = donefile.load(outdir / donefile.snapshot_name(suffix), results, errors, index)
     if snap is None:
@@ -152,7 +154,8 @@ def _scan_results(path: Path, start: int, on_chunk: KeysChunk) -> int:
 
 
 class _IndexLeveler:
-    """Brings the index level with the results: a rewrite (temporary file, fsync, rename) or appends after its sound part.
+    """Brings the index level with the results: a rewrite (temporary
+    file, fsync, rename) or appends after its sound part.
 
     Advisory only: on an OSError the index is left for the next open, which reads the results instead.
     """

@@ -13,7 +13,8 @@ from fleetgen.rows.result import FailureKind, ResultRow
 
 @dataclass(frozen=True)
 class Completed:
-    """Every assistant turn of the sample was regenerated; `record` is the result line's content (less id, sample, job)."""
+    """Every assistant turn of the sample was regenerated; `record`
+    is the result line's content (less id, sample, job)."""
 
     id: str
     sample: int

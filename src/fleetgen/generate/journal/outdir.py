@@ -1,4 +1,5 @@
-"""The output directory's OS boundary (create it, replace a file whole, an OSError told as what to do): apart, as the journal, lease, identity and completion mark all write there."""
+"""The output directory's OS boundary (create it, replace a file whole, an OSError told as what to do): apart, as the
+journal, lease, identity and completion mark all write there."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The ids claimed before the watermark, in memory: the lookup a resume asks and the compact buffer a run fills; apart from the checkpoint file's format."""
+"""The ids claimed before the watermark, in memory: the lookup a resume asks and the compact buffer a run fills; apart
+from the checkpoint file's format."""
 
 from __future__ import annotations
 

@@ -53,7 +53,8 @@ class JobWatch:
         output_dir: Path = Path("."),
         auto: bool = False,
     ) -> JobWatch:
-        """Serve metrics (on `metrics`, a MetricsServer the caller owns, or on config.metrics_port) and publish progress."""
+        """Serve metrics (on `metrics`, a MetricsServer the caller
+        owns, or on config.metrics_port) and publish progress."""
         w = cls(config, stats, metrics, fleet_state=fleet_state, output_dir=output_dir, auto=auto)
         if w.metrics is None and config.metrics_port is not None:
             from fleetgen.metrics import MetricsServer  # prometheus_client only when asked for
@@ -103,7 +104,8 @@ class JobWatch:
             pass  # a status view must never stop the job
 
     async def close(self) -> None:
-        """Stop publishing and remove the progress file; a port we opened closes, a borrowed one keeps the final counters."""
+        """Stop publishing and remove the progress file; a port we
+        opened closes, a borrowed one keeps the final counters."""
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)

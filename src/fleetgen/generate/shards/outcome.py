@@ -33,7 +33,8 @@ ShardOutcome = ShardDone | ShardFailed
 
 
 def check_visible(config: GenerateConfig, marker: str, token: str, where: str) -> None:
-    """In a shard on another node: the output directory, prompts and fleet state must be the driver's (shared storage)."""
+    """In a shard on another node: the output directory, prompts
+    and fleet state must be the driver's (shared storage)."""
     outdir = Path(config.output_dir)
     try:
         seen = (outdir / marker).read_text()
@@ -41,7 +42,8 @@ def check_visible(config: GenerateConfig, marker: str, token: str, where: str) -
         seen = None
     if seen != token:
         raise OutputError(
-            f"output directory {outdir} is not shared with {where}: it does not hold the file {marker} the driver wrote",
+            f"output directory {outdir} is not shared with {where}: it does not hold the file {marker} the driver "
+            "wrote",
             hint="put -o on storage every Ray node mounts at the same path (NFS, Lustre, ...)",
         )
     if not Path(config.prompts).is_file():

@@ -134,7 +134,8 @@ def shard_configs(config: GenerateConfig) -> list[GenerateConfig]:
 
 
 def run_processes(configs: list[GenerateConfig], retries: int) -> list[ShardOutcome]:
-    """Each shard in its own local process; one that dies by a signal is started again (it resumes), up to `retries` times."""
+    """Each shard in its own local process; one that dies by a
+    signal is started again (it resumes), up to `retries` times."""
     env = {**os.environ, **child_env()}
     key = configs[0].api_key
     if key is not None:

@@ -1,1 +1,2 @@
-"""Conversation semantics: regenerating each assistant turn of a sample on policy (tools, reasoning, token ids, path)."""
+"""Conversation semantics: regenerating each assistant turn
+of a sample on policy (tools, reasoning, token ids, path)."""

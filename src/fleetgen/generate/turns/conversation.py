@@ -31,7 +31,8 @@ _NO_TOOLS = FollowUp(None)  # never changed: its lists are only read
 
 @dataclass
 class Session:
-    """What every sample of a run shares: its sampling and transport sections, the dispatcher, the HTTP session, the model."""
+    """What every sample of a run shares: its sampling and transport
+    sections, the dispatcher, the HTTP session, the model."""
 
     sampling: SamplingConfig
     transport: TransportConfig
@@ -195,7 +196,8 @@ def ids_required(s: Session, rid: str, sample: int, turn: int, reason: str) -> M
 
 
 def _sampling_of(s: Session, profile: SamplingProfile | None, body: dict[str, Any]) -> dict[str, Any]:
-    """What a row records of its sampling: the job's policies and what its first turn sent; with profiles, the profile."""
+    """What a row records of its sampling: the job's policies
+    and what its first turn sent; with profiles, the profile."""
     # Later turns send the same parameters, with their own derived seed (and budget, after retry-longer).
     sampling = row_sampling(s.policies, body)
     return {"sampling": sampling} if profile is None else {"profile": profile.name, "sampling": sampling}
@@ -232,7 +234,8 @@ async def _turn(
     profile: SamplingProfile | None = None,
     sent: list[float] | None = None,
 ) -> Failed | tuple[ChatAnswer, Replica, bool, dict[str, Any]]:
-    """One assistant turn, with the truncation policy's one longer retry; Failed, or (answer, replica, truncated, body sent)."""
+    """One assistant turn, with the truncation policy's one longer
+    retry; Failed, or (answer, replica, truncated, body sent)."""
     cfg = s.sampling
     max_tokens = cfg.budget(profile)
     seed = derived_seed(cfg.seed, prompt.id, sample, turn)

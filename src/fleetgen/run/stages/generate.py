@@ -93,7 +93,8 @@ class GenerateStage(Stage):
                 )
         if stats.interrupted or stats.done < stats.total:
             raise FleetgenError(
-                f"generate stopped before the end ({stats.done}/{stats.total} done: {stats.stopped_reason or 'interrupted'})",
+                f"generate stopped before the end ({stats.done}/{stats.total} done: "
+                f"{stats.stopped_reason or 'interrupted'})",
                 hint="run again with --resume: finished rows are kept and only the rest is sent",
             )
         return Done(f"{stats.ok} ok, {stats.errors} errors -> {outdir}", {"ok": stats.ok, "errors": stats.errors})

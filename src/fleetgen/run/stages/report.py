@@ -1,4 +1,5 @@
-"""The report stage: report.md (and report.html) of the generate stage's results, with the mix's report when there is one."""
+"""The report stage: report.md (and report.html) of the generate
+stage's results, with the mix's report when there is one."""
 
 from __future__ import annotations
 
