@@ -122,11 +122,6 @@ big) fleetgen down --state $ST 2>&1 | tail -1
         --template qwen3-thinking --layers 36 --hidden 2560 --heads 32 --kv-heads 8 --intermediate 9728 > $OUT/make4b.log 2>&1
     log "4B model rc=$? $(du -sh ${M4B:-/tmp/model4b} | cut -f1)"; tail -2 $OUT/make4b.log | tee -a "$OUT/speed.log"
     OUT=$OUT/up4b M=${M4B:-/tmp/model4b} MEM=${MEM:-0.85} bash bench/gpu/speed.sh up1 ;;
-abba) prompts; for arm in ${ARMS:-A C P P C A}; do case $arm in
-      A) fg_arm native_auto_$RANDOM ${ARM_LIMIT:-200} ${FG_ARGS:-} ;;
-      C) fg_arm chat_auto_$RANDOM ${ARM_LIMIT:-200} --no-token-ids ${FG_ARGS:-} ;;
-      P) plain_arm ${PLAIN_C:-256} ;;
-    esac; done ;;
 *) log "unknown step $step" ;;
 esac; log "END $step"; done
 (cd "$OUT" && tar czf /tmp/speed.tgz --exclude=speed.log --exclude=arms.jsonl . && find . -mindepth 1 -not -name speed.log -not -name arms.jsonl -delete && mv /tmp/speed.tgz ./speed.tgz)

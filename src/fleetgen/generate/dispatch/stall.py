@@ -102,12 +102,11 @@ class StallGuard:
         n = r.stats.stalled
         if n <= LOG_FIRST or n % LOG_EVERY == 0:
             log.warning(
-                "replica %d (%s): a request of %d tokens had no answer after %.1fs (its recent pace allows %.1fs); "
+                "replica %d (%s): a request of %d tokens had no answer after %.1fs, the bound its recent pace sets; "
                 "cancelled and re-sent (%d so far on this replica)",
                 r.index,
                 r.endpoint,
                 max_tokens,
-                bound_s,
                 bound_s,
                 n,
             )
