@@ -34,7 +34,7 @@ async def run(args: argparse.Namespace) -> dict:
 
         async def worker(endpoint: str) -> None:
             nonlocal tokens, ok, err
-            while not queue.empty():
+            while not queue.empty() and time.monotonic() < deadline:
                 row = queue.get_nowait()
                 body = {
                     "model": args.model,
@@ -53,6 +53,7 @@ async def run(args: argparse.Namespace) -> dict:
                     err += 1
 
         t0 = time.monotonic()
+        deadline = t0 + args.deadline if args.deadline else float("inf")
         await asyncio.gather(*(worker(e) for e in args.endpoint for _ in range(args.concurrency)))
         loop_s = time.monotonic() - t0
     return {
@@ -62,6 +63,7 @@ async def run(args: argparse.Namespace) -> dict:
         "tokens": tokens,
         "loop_s": round(loop_s, 2),
         "loop_tok_s": round(tokens / loop_s, 1),
+        "stopped_early": not queue.empty(),
     }
 
 
@@ -79,6 +81,12 @@ def main() -> None:
         "--reasoning-off", action="store_true", help="send enable_thinking false, as fleetgen --reasoning off"
     )
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument(
+        "--deadline",
+        type=float,
+        default=0,
+        help="send no new request after this many seconds (0: none); the line then says stopped_early",
+    )
     args = ap.parse_args()
     print(json.dumps(asyncio.run(run(args))), flush=True)
 
