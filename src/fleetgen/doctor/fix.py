@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from fleetgen.doctor.cuda_toolkit import OVERLAY_MARKER
 from fleetgen.doctor.report import DoctorReport, OverlayPlan, Status
-from fleetgen.doctor.toolchain import OVERLAY_MARKER
 from fleetgen.errors import FleetgenError
 
 ENV_SCRIPT = "env.sh"

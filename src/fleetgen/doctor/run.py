@@ -8,6 +8,7 @@ from pathlib import Path
 from fleetgen.doctor.attention import check_attention, check_hybrid
 from fleetgen.doctor.config import DoctorConfig
 from fleetgen.doctor.cubin import check_cubin, probe_flashinfer
+from fleetgen.doctor.cuda_toolkit import inspect_toolchain, overlay_plan
 from fleetgen.doctor.engine_import import check_engine_import, probe_import
 from fleetgen.doctor.gpus import check_gpus
 from fleetgen.doctor.host import Host
@@ -16,7 +17,7 @@ from fleetgen.doctor.memory import check_memory
 from fleetgen.doctor.modelinfo import ModelInfo, read_model
 from fleetgen.doctor.report import Check, DoctorReport, Status
 from fleetgen.doctor.token_path import check_token_path
-from fleetgen.doctor.toolchain import check_toolchain, inspect_toolchain, overlay_plan
+from fleetgen.doctor.toolchain import check_toolchain
 from fleetgen.doctor.torch_check import check_torch, probe_torch
 from fleetgen.errors import FleetgenError
 

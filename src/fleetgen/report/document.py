@@ -6,6 +6,11 @@ import html
 from dataclasses import dataclass, field
 
 
+def pct(p: float) -> str:
+    """A percentage as the report writes it: one decimal."""
+    return f"{p:.1f}%"
+
+
 @dataclass
 class Document:
     title: str

@@ -22,6 +22,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from fleetgen.report.data import Run  # noqa: E402
 
 if TYPE_CHECKING:
+    from fleetgen.report.document import Document
     from fleetgen.report.runs import Span
 
 FINISH_COLORS = {"stop": "tab:green", "tool_calls": "tab:blue", "length": "tab:red"}
@@ -33,6 +34,14 @@ class Chart:
 
     path: Path | None = None
     why: str = ""
+
+
+def place(doc: Document, chart: Chart, alt: str) -> None:
+    """The chart into the document, or the line saying why it was left out."""
+    if chart.path is not None:
+        doc.image(chart.path.name, alt)
+    else:
+        doc.text(f"*No {alt} chart: {chart.why}.*")
 
 
 def save(fig: plt.Figure, path: Path) -> Chart:
