@@ -27,6 +27,10 @@ class OutputError(FleetgenError):
     """The output directory cannot be written (disk full, read-only, deleted); what is recorded stays valid."""
 
 
+class DiskSpaceError(OutputError):
+    """The output's disk cannot hold what a run will write (checked before it starts, unless forced)."""
+
+
 class ModelError(FleetgenError):
     """A model name or path cannot be resolved or prepared."""
 
