@@ -55,7 +55,7 @@ COMMANDS = {
     ),
     "run": Entry("run", "Run doctor -> mix -> up -> generate -> down -> export -> report; resumable at every stage."),
     "plan": Entry(
-        "plan", "Estimate the job's wall time and GPU-hours: rows x samples x tokens per sample / throughput."
+        "plan", "Estimate the job's wall time and GPU-hours from a throughput, and the storage of capturing it."
     ),
     "model": Entry("model", "Prepare the embedded models."),
 }
