@@ -70,3 +70,54 @@ def test_cli_plans_from_a_warmup_and_refuses_without_a_rate(tmp_path):
     assert "0.5 h" in ok.output  # 180,000 tokens at 100 tok/s
     bad = CliRunner().invoke(app, ["plan", str(job), "--gpus", "2"])
     assert bad.exit_code != 0
+
+
+def _qwen36_like(tmp_path: Path) -> Path:
+    """A local checkpoint folder whose config nests its text model, as Qwen3.6-27B's does (hybrid, 64 x 5120)."""
+    model = tmp_path / "Qwen3.6-27B"
+    model.mkdir()
+    layer_types = ["linear_attention", "linear_attention", "linear_attention", "full_attention"] * 16
+    text = {"model_type": "qwen3_5_text", "hidden_size": 5120, "num_hidden_layers": 64, "layer_types": layer_types}
+    config = {"model_type": "qwen3_5", "architectures": ["Qwen3_5ForConditionalGeneration"], "text_config": text}
+    (model / "config.json").write_bytes(orjson.dumps(config))
+    return model
+
+
+def test_plan_prints_the_seed_jobs_capture_storage_per_preset_and_dtype(tmp_path):
+    # the seed's job: 193,000 prompts x 3 samples, ~1.5K tokens each, on Qwen3.6-27B (read from its config.json)
+    model = _qwen36_like(tmp_path)
+    job = Path(__file__).parents[2] / "examples" / "qwen36-27b-8gpu.yaml"  # its /models/Qwen3.6-27B is not here
+    res = CliRunner().invoke(app, ["plan", str(job), "--tokens-per-sample", "1500", "--model", str(model)])
+    assert res.exit_code == 0, res.output
+    out = res.output
+    assert "64 layers x hidden 5120" in out and "config.json" in out
+    assert "868,500,000 (579,000 samples x 1,500 tokens" in out
+    lines = {tuple(line.split()[:2]): line for line in out.splitlines() if line.startswith("  ") and "layers" in line}
+    # eagle3: [2, 32, 61, 64]; dflash (5 draft layers): outputs of 1,16,31,46,61 (+1) and the last, 64
+    assert "layers 2,32,61,64 " in lines[("eagle3", "bf16")] and "layers 2,17,32,47,62,64 " in lines[("dflash", "fp8")]
+    assert "40,968 B (40.0 KiB) a token" in lines[("eagle3", "bf16")]  # 4 x 5120 x 2 + the 8-byte id
+    assert "20,492 B" in lines[("eagle3", "fp8")]  # 4 x 5120 + id + one float32 scale
+    assert "61,448 B" in lines[("dflash", "bf16")] and "30,732 B" in lines[("dflash", "fp8")]
+    assert "35.60 TB" in lines[("eagle3", "bf16")] and "53.38 TB" in lines[("dflash", "bf16")]
+    assert "needs a measured throughput" in out  # no rate: the storage alone, and it says what the time needs
+
+
+def test_plan_storage_counts_the_warmups_prompt_tokens_and_reads_no_hub(tmp_path):
+    from fleetgen.run.capture_plan import model_shape, plan_job_storage
+
+    job = load_job(_job(tmp_path, rows=10, fleet="fleet:\n  model: some-org/some-model\n  replicas: 1\n"))
+    with pytest.raises(ConfigError, match="plan reads no hub") as e:
+        plan_job_storage(job)
+    assert "--hidden-size" in (e.value.hint or "")
+    stats = tmp_path / "stats.json"
+    stats.write_bytes(
+        orjson.dumps({"output_tokens_per_s": 1.0, "rows": {"ok": 4}, "tokens": {"completion": 400, "prompt": 200}})
+    )
+    warm = read_warmup(stats)
+    assert warm.prompt_tokens_per_sample == pytest.approx(50)
+    p = plan_job_storage(job, hidden_size=100, num_layers=8, warm=warm)
+    assert p.pairs == 30 and p.tokens_per_sample == pytest.approx(150)  # 100 answer + 50 prompt tokens a sample
+    assert "prompt included" in p.basis
+    eagle = next(r for r in p.rows if r.preset == "eagle3" and r.estimate.dtype == "bf16")
+    assert eagle.layers == [2, 4, 5, 8] and eagle.estimate.tokens == 4500
+    assert model_shape(str(_qwen36_like(tmp_path))).num_layers == 64

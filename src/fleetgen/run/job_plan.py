@@ -45,6 +45,7 @@ class Warmup:
 
     tokens_per_s: float
     tokens_per_sample: float | None
+    prompt_tokens_per_sample: float | None = None  # prompt tokens a row counted (what a capture stores besides)
 
 
 def read_warmup(stats_json: Path) -> Warmup:
@@ -62,7 +63,8 @@ def read_warmup(stats_json: Path) -> Warmup:
         raise InputError(f"{stats_json} is not a generate stats.json: {e}") from None
     if rate <= 0:
         raise InputError(f"{stats_json} records no output tokens/s", hint="run the warm-up until some rows complete")
-    return Warmup(rate, tokens / ok if ok else None)
+    prompt = (s.get("tokens") or {}).get("prompt")
+    return Warmup(rate, tokens / ok if ok else None, int(prompt) / ok if ok and prompt is not None else None)
 
 
 def count_rows(path: Path) -> int:
@@ -79,6 +81,12 @@ def count_rows(path: Path) -> int:
         for line in f:
             n += bool(line.strip())
     return n
+
+
+def job_rows(job: JobConfig) -> int:
+    """Prompts of the job: its prompt file's rows, else the mix's total."""
+    gen = job.generate
+    return count_rows(gen.prompts) if gen.prompts is not None else job.mix.total  # type: ignore[union-attr]
 
 
 def job_gpus(job: JobConfig) -> int | None:
@@ -110,7 +118,7 @@ def plan_job(
             "cannot tell how many GPUs the job uses (gpus: all, or external endpoints)", hint="pass --gpus N"
         )
     gen = job.generate
-    rows = count_rows(gen.prompts) if gen.prompts is not None else job.mix.total  # type: ignore[union-attr]
+    rows = job_rows(job)
     assumed = tokens_per_sample is None
     per_sample = tokens_per_sample if tokens_per_sample is not None else float(gen.sampling.max_tokens)
     return Plan(
