@@ -28,11 +28,19 @@ def cmd_report(
             )
         ),
     ] = None,
+    capture: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--capture",
+            help="A `fleetgen capture` output of these results to count (repeatable); default: those beside "
+            "OUTDIR whose capture.json names it.",
+        ),
+    ] = None,
 ) -> None:
     """Write a report of a generate run: mix, lengths, finish reasons, throughput, errors, with plots."""
     from fleetgen.report import build_report
 
-    path = build_report(outdir, html, dest=dest, mix_report=mix_report, tokenizer=tokenizer)
+    path = build_report(outdir, html, dest=dest, mix_report=mix_report, tokenizer=tokenizer, captures=capture or None)
     typer.echo(str(path))
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from fleetgen.models.tokenizer import find_tokenizer, load_local
 from fleetgen.report import plots
+from fleetgen.report.capture import capture_section
 from fleetgen.report.data import Run, load_run
 from fleetgen.report.document import Document, pct
 from fleetgen.report.identities import identities_section
@@ -25,6 +26,7 @@ from fleetgen.report.replicas import replica_table
 from fleetgen.report.runs import attribute
 from fleetgen.report.tokens import reasoning_section, token_ids_section
 from fleetgen.report.tool_turns import tool_turns_section
+from fleetgen.rows.capture_journal import find_captures, read_capture
 from fleetgen.rows.markup import THINK_CLOSE
 from fleetgen.rows.runs import read_runs
 
@@ -46,12 +48,14 @@ def build_report(
     mix_report: Path | None = None,
     tokenizer: str | None = None,
     fleet_model: str | None = None,
+    captures: list[Path] | None = None,
 ) -> Path:
     """Write report.md (and report.html) with its PNGs into `dest` (default OUTDIR/report); returns report.md.
 
     `tokenizer`: a model directory (or an embedded name, or a hub id in the local cache) to read the
     tokenizer from; `fleet_model`: the fleet's model path, tried next, else the one the runs recorded
-    (runs.jsonl). Nothing is fetched from a hub.
+    (runs.jsonl). Nothing is fetched from a hub. `captures`: capture outputs of these results to count
+    (default: those beside OUTDIR whose capture.json names it as their source).
     """
     outdir = Path(outdir)
     recorded = next((r.model_path for r in reversed(read_runs(outdir)) if r.model_path), None)  # the fleet's, per run
@@ -130,6 +134,8 @@ def build_report(
     token_ids_section(doc, run, source, tok)
     profiles_section(doc, run)
     tool_turns_section(doc, run)
+    found = find_captures(outdir) if captures is None else [Path(c) for c in captures]
+    capture_section(doc, [read_capture(c) for c in found], len(run.rows))
 
     doc.heading("Errors")
     if run.errors:
