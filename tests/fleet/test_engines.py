@@ -124,6 +124,24 @@ def test_sglang_command_has_distinct_nccl_ports_and_tp():
     assert "--enable-metrics" in a
 
 
+def test_sglang_fleets_run_without_the_radix_cache_unless_asked():
+    eng = get_engine("sglang")
+    assert eng.command(spec(), "py").count("--disable-radix-cache") == 1
+    assert eng.command(spec(prefix_cache=False), "py").count("--disable-radix-cache") == 1
+    assert "--disable-radix-cache" not in eng.command(spec(prefix_cache=True), "py")
+    given = eng.command(spec(extra_args=("--disable-radix-cache",)), "py")
+    assert given.count("--disable-radix-cache") == 1
+
+
+def test_vllm_prefix_caching_follows_the_setting_and_defaults_to_the_engine():
+    eng = get_engine("vllm")
+    assert not [a for a in eng.command(spec(), "py") if "prefix-caching" in a]
+    assert "--no-enable-prefix-caching" in eng.command(spec(prefix_cache=False), "py")
+    assert "--enable-prefix-caching" in eng.command(spec(prefix_cache=True), "py")
+    given = eng.command(spec(prefix_cache=False, extra_args=("--enable-prefix-caching",)), "py")
+    assert [a for a in given if "prefix-caching" in a] == ["--enable-prefix-caching"]
+
+
 def test_unknown_engine_is_a_config_error():
     with pytest.raises(ConfigError, match="unknown engine"):
         get_engine("tgi")

@@ -8,6 +8,25 @@ nested model). See fleetgen/cli/field_table.py for why.
 from pathlib import Path
 
 FIELDS = {
+    'CaptureConfig': {
+        'results_dir': (..., 'Output directory of `fleetgen generate` (results*.jsonl inside).', ()),
+        'output': (..., 'Capture directory: the Arrow dataset, hidden_states/hs_{i}.safetensors and the journal.', ()),
+        'layers': ('eagle3', "eagle3 ([2, N//2, N-3, N], speculators' default), dflash (--draft-layers layers evenly spaced from 1 to N-3, each layer's output, and N), or indices like 2,15,27,30 (0 = embeddings, k = output of decoder layer k-1, N = last layer before the final norm).", ()),
+        'draft_layers': (5, "dflash: the drafter's number of layers.", ()),
+        'dtype': ('bf16', 'bf16, or fp8 (float8_e4m3fn with one float32 scale per token, as hs-connectors stores it).', ('bf16', 'fp8')),
+        'backend': ('vllm', "vllm: a capture fleet's extract_hidden_states (--fleet or --endpoint); transformers: a forward of --model in this process.", ('vllm', 'transformers')),
+        'fleet': (None, 'State directory of a capture fleet (`fleetgen up --capture-layers`).', ()),
+        'endpoints': ([], 'Capture servers started elsewhere (URL, repeatable); their staging directory must be readable here.', ()),
+        'server_layers': (None, '--endpoint: the layers the servers capture, if more than --layers (a list).', ()),
+        'model': (None, "The target model (path or 'smollm2'): its tokenizer, layer count and, for transformers, its weights; default: the fleet's model.", ()),
+        'device': ('cpu', 'transformers: the device of the forward (cpu, cuda, cuda:1).', ()),
+        'batch_tokens': (8192, 'transformers: padded tokens per forward.', ()),
+        'concurrency': (8, 'vllm: rows in flight per replica.', ()),
+        'max_length': (None, 'Skip (as failed) rows longer than this many tokens.', ()),
+        'limit': (None, 'Capture at most this many result records in this run.', ()),
+        'force': (False, "Start even if the disk looks too small, or the output holds another capture's files.", ()),
+        'api_key': (None, 'API key of the capture servers.', ()),
+    },
     'DoctorConfig': {
         'engine': (None, 'Engine whose kernels and attention backend to check; none checks GPUs, torch and the toolchain.', ('sglang', 'vllm')),
         'model': (None, "Checkpoint directory (or 'smollm2') for the memory plan and hybrid-model flags.", ()),

@@ -52,6 +52,13 @@ class FleetConfig(StrictModel):
         "--tool-call-parser NAME, SGLang --tool-call-parser NAME); e.g. qwen3_coder for Qwen3.5/3.6. "
         "Unset: the servers return tool calls as text and fleetgen sends tool_choice none.",
     )
+    prefix_cache: bool | None = Field(
+        None,
+        description="Keep finished requests' KV in the engine's prefix cache. Unset: off on SGLang "
+        "(--disable-radix-cache: once its radix cache fills the KV pool, every decode step pays an eviction pass "
+        "over all cached answers; docs/sglang.md), the engine's own default on vLLM. On: SGLang's default; "
+        "vLLM --enable-prefix-caching. Off: vLLM --no-enable-prefix-caching.",
+    )
     engine_args: list[str] = Field(default_factory=list, description="Extra engine flags passed through verbatim.")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for every replica.")
     python: str | None = Field(

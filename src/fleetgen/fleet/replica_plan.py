@@ -63,6 +63,7 @@ def replica_specs(
             cpu_kv_cache_gb=config.cpu_kv_cache_gb,
             api_key=key,
             tool_call_parser=config.tool_call_parser,
+            prefix_cache=config.prefix_cache,
             extra_args=tuple(extra_args),
             cache_dir=(
                 shared_cache_dir(config.engine, model_path, kinds[i])

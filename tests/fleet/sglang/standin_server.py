@@ -96,6 +96,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--mem-fraction-static", type=float)
     p.add_argument("--enable-metrics", action="store_true")
     p.add_argument("--disable-cuda-graph", action="store_true")
+    p.add_argument("--disable-radix-cache", action="store_true")
     # Stand-in controls, not SGLang flags.
     p.add_argument("--standin-listen-after", type=float, default=0.0)
     p.add_argument("--standin-ready-after", type=float, default=0.0)
@@ -125,6 +126,7 @@ def build_app(a: argparse.Namespace) -> web.Application:
             "context_length": a.context_length,
             "tp_size": a.tp_size or 1,
             "disable_cuda_graph": a.disable_cuda_graph,
+            "disable_radix_cache": a.disable_radix_cache,
             "enable_metrics": a.enable_metrics,
             "max_total_tokens": a.max_total_tokens,
         }

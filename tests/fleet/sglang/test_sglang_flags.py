@@ -104,6 +104,8 @@ VARIANTS = {
     "tool_parser_in_extra": spec(tool_call_parser="qwen3_coder", extra_args=("--tool-call-parser", "qwen3_coder")),
     "extra": spec(extra_args=("--dtype", "bfloat16", "--kv-cache-dtype=fp8_e4m3", "--enable-cache-report")),
     "metrics_given": spec(extra_args=("--enable-metrics",)),
+    "prefix_cache_on": spec(prefix_cache=True),
+    "radix_off_given": spec(extra_args=("--disable-radix-cache",)),
     "tp_in_extra": spec(tp=2, gpus=(0, 1), extra_args=("--tensor-parallel-size", "2")),
     "everything": spec(
         tp=2,

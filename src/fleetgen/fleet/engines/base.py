@@ -50,6 +50,7 @@ class ReplicaSpec:
     cpu_kv_cache_gb: float = 2.0
     api_key: str | None = None
     tool_call_parser: str | None = None
+    prefix_cache: bool | None = None
     extra_args: tuple[str, ...] = ()
     cache_dir: Path | None = None
     # Replicas sharing this replica's GPU group, and this one's place among them (0 starts first).

@@ -174,6 +174,11 @@ class SglangEngine(Engine):
             args += ["--disable-cuda-graph"]
         if spec.tool_call_parser and "--tool-call-parser" not in passed:
             args += ["--tool-call-parser", spec.tool_call_parser]
+        if not spec.prefix_cache and "--disable-radix-cache" not in passed:
+            # A generation job caches every finished answer; once those fill the KV pool, SGLang (through
+            # 0.5.23) rebuilds a heap of every cached leaf on each allocation, and a job longer than the pool
+            # ran at a fraction of its fresh speed (BENCHMARKS.md, "steady state"). prefix_cache: true keeps it.
+            args += ["--disable-radix-cache"]
         if spec.api_key:
             # 0.5.12 reads the key from argv only (no environment variable); state keeps a redacted copy.
             args += ["--api-key", spec.api_key]

@@ -113,6 +113,11 @@ class VllmEngine(Engine):
             cmd += ["--max-model-len", str(spec.context_length)]
         if spec.enforce_eager:
             cmd += ["--enforce-eager"]
+        given = _has_flag(spec.extra_args, "--enable-prefix-caching") or _has_flag(
+            spec.extra_args, "--no-enable-prefix-caching"
+        )
+        if spec.prefix_cache is not None and not given:
+            cmd += ["--enable-prefix-caching" if spec.prefix_cache else "--no-enable-prefix-caching"]
         if spec.tool_call_parser:
             # vLLM parses tool calls only for tool_choice "auto", and only with both flags.
             if "--enable-auto-tool-choice" not in spec.extra_args:
