@@ -69,6 +69,7 @@ FIELDS = {
         'enforce_eager': (False, 'Skip graph capture and torch.compile: faster start, slightly slower decode.', ()),
         'cpu_kv_cache_gb': (2.0, 'KV cache per CPU replica in GiB (VLLM_CPU_KVCACHE_SPACE).', ()),
         'tool_call_parser': (None, "Parse the model's tool calls into OpenAI tool_calls (vLLM --enable-auto-tool-choice --tool-call-parser NAME, SGLang --tool-call-parser NAME); e.g. qwen3_coder for Qwen3.5/3.6. Unset: the servers return tool calls as text and fleetgen sends tool_choice none.", ()),
+        'prefix_cache': (None, "Keep finished requests' KV in the engine's prefix cache. Unset: off on SGLang (--disable-radix-cache: once its radix cache fills the KV pool, every decode step pays an eviction pass over all cached answers; docs/sglang.md), the engine's own default on vLLM. On: SGLang's default; vLLM --enable-prefix-caching. Off: vLLM --no-enable-prefix-caching.", ()),
         'engine_args': ([], 'Extra engine flags passed through verbatim.', ()),
         'env': ({}, 'Extra environment for every replica.', ()),
         'python': (None, 'Interpreter that runs the engine (a venv with the engine installed); default: this one.', ()),
