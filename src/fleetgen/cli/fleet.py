@@ -47,11 +47,13 @@ def cmd_status(
     from rich.table import Table
 
     from fleetgen.cli._wide import print_whole
+    from fleetgen.cli.capture_status import capture_status
     from fleetgen.fleet.jobs import read_jobs
     from fleetgen.fleet.status import fleet_status
 
     fleet, statuses = asyncio.run(fleet_status(state, api_key=api_key))
     jobs = read_jobs(state)
+    capture_lines, captures = capture_status(state)
     if as_json:
         print(
             json.dumps(
@@ -60,6 +62,7 @@ def cmd_status(
                     "model": fleet.served_model_name,
                     "replicas": [s.to_dict() for s in statuses],
                     "jobs": [{**j.model_dump(), "running": running} for j, running in jobs],
+                    "captures": captures,
                 },
                 indent=2,
             )
@@ -102,6 +105,8 @@ def cmd_status(
     print_whole(Console(), t)
     for job, running in jobs:
         Console(soft_wrap=True).print(job_line(job, running), highlight=False)
+    for line in capture_lines:
+        Console(soft_wrap=True).print(line, highlight=False)
     if not all(s.healthy for s in statuses):
         raise typer.Exit(1)
 
