@@ -50,6 +50,10 @@ COMMANDS = {
         "export",
         "Write drafter-training data from a generate run: SpecForge/ShareGPT/OpenAI JSONL or token ids + loss mask.",
     ),
+    "capture": Entry(
+        "capture",
+        "Capture the target's hidden states at a drafter's layers over each row's recorded ids, exactly once.",
+    ),
     "report": Entry(
         "report", "Write a report of a generate run: mix, lengths, finish reasons, throughput, errors, with plots."
     ),

@@ -21,6 +21,7 @@ COMMAND = "python -m fleetgen.cli.field_table > src/fleetgen/cli/_fields.py"
 
 # The models whose fields CLI options set, by the name cli modules use for them.
 MODELS = {
+    "CaptureConfig": "fleetgen.capture.config:CaptureConfig",
     "DoctorConfig": "fleetgen.doctor.config:DoctorConfig",
     "ExportConfig": "fleetgen.export.config:ExportConfig",
     "FleetConfig": "fleetgen.fleet.config:FleetConfig",
