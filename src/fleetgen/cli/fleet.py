@@ -86,6 +86,7 @@ def cmd_status(
     ):
         t.add_column(col)
     limits = job_limits(jobs)
+    frozen = {e for j, running in jobs if running for e, f in j.frozen.items() if f.now}
     for s in statuses:
         t.add_row(
             str(s.index),
@@ -93,7 +94,8 @@ def cmd_status(
             s.endpoint,
             str(s.pid),
             "[green]yes[/]" if s.alive else "[red]no[/]",
-            "[green]yes[/]" if s.healthy else "[red]no[/]",
+            # /health can answer while generation is wedged: a job that found the replica frozen says so.
+            "[red]frozen (job)[/]" if s.endpoint in frozen else "[green]yes[/]" if s.healthy else "[red]no[/]",
             _fmt(s.probe_latency_ms),
             _fmt(s.running),
             _fmt(s.waiting),
@@ -107,7 +109,7 @@ def cmd_status(
         Console(soft_wrap=True).print(job_line(job, running), highlight=False)
     for line in capture_lines:
         Console(soft_wrap=True).print(line, highlight=False)
-    if not all(s.healthy for s in statuses):
+    if not all(s.healthy and s.endpoint not in frozen for s in statuses):
         raise typer.Exit(1)
 
 
@@ -133,6 +135,14 @@ def job_line(j: JobProgress, running: bool) -> str:
         line += f", in flight at most {'/'.join(str(v) for v in j.limits.values())} per replica ({j.concurrency})"
     if j.stalled:
         line += ", [yellow]re-sent after no answer:[/] " + ", ".join(f"{n} on {e}" for e, n in j.stalled.items())
+    for endpoint, f in j.frozen.items():
+        if f.now:
+            line += (
+                f", [red]{endpoint} frozen[/] for {_duration(j.updated_at - f.since)} (no work until a probe answers)"
+            )
+        elif f.rejoined_at is not None:
+            ago = _duration(j.updated_at - f.rejoined_at)
+            line += f", {endpoint} was frozen {f.count}x, rejoined {ago} before this report"
     if j.metrics_url:
         line += f", metrics {j.metrics_url}"
     if not running:

@@ -16,7 +16,7 @@ from fleetgen.cli._config import Binding, field_help, typed
 from fleetgen.cli._options import Flag, generated_options, with_parameters
 from fleetgen.cli._wide import print_whole
 from fleetgen.errors import ConfigError
-from fleetgen.rows.stats_file import describe_silence
+from fleetgen.rows.stats_file import describe_freezes, describe_silence
 from fleetgen.rows.token_ids import MISSING
 
 if TYPE_CHECKING:
@@ -173,6 +173,7 @@ def print_summary(s: Stats, outdir: Path) -> None:
         "requests",
         "failures",
         "stalled",
+        "frozen",
         "hedges",
         "moved",
     ):
@@ -189,6 +190,7 @@ def print_summary(s: Stats, outdir: Path) -> None:
             str(r.requests),
             str(r.failures),
             str(r.stalled),
+            str(r.freeze_count),
             str(r.hedges),
             str(r.moved),
         )
@@ -204,11 +206,20 @@ def print_summary(s: Stats, outdir: Path) -> None:
         "",
         "",
         "",
+        "",
     )
     print_whole(console, t)
     for r in s.replicas:
         if (gone := s.stopped_answering(r)) is not None:
             console.print(f"[yellow]replica {r.index} ({r.endpoint}) stopped answering[/] {describe_silence(gone)}")
+        if r.freeze_count:
+            console.print(f"[yellow]replica {r.index} ({r.endpoint})[/] {describe_freezes(s.frozen(r))}")
+    for f in s.fleet_silences:
+        end = f"until {s.run_time(f['ended_at']):.1f}s" if f["ended_at"] is not None else "to the end"
+        console.print(
+            f"[yellow]every replica was silent[/] from {s.run_time(f['at']):.1f}s {end} (replicas "
+            f"{', '.join(map(str, f['replicas']))}): the job's problem, not one replica's; none was taken out"
+        )
     tail = f"wall {s.elapsed_s:.1f}s; {s.resumed} already done before this run"
     if s.stopped_reason:
         tail += f"; {s.stopped_reason}"

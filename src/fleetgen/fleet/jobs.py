@@ -16,6 +16,15 @@ from fleetgen.fleet.process import is_alive
 JOBS_DIR = "jobs"
 
 
+class FrozenReplica(BaseModel):
+    """A replica the job declared frozen: its requests were re-sent; it takes no work until a probe answers."""
+
+    now: bool = Field(description="Frozen now (no work until a probe answers); false once it rejoined.")
+    count: int = Field(description="Times it was declared frozen in this run.")
+    since: float = Field(description="Unix time it was last declared frozen.")
+    rejoined_at: float | None = Field(None, description="Unix time it rejoined after that, if it did.")
+
+
 class JobProgress(BaseModel):
     """What a job driving the fleet reports about itself; no API key, no prompts."""
 
@@ -43,6 +52,10 @@ class JobProgress(BaseModel):
         default_factory=dict,
         description="Requests cancelled and re-sent after no answer within the bound the replica's pace sets, per "
         "endpoint.",
+    )
+    frozen: dict[str, FrozenReplica] = Field(
+        default_factory=dict,
+        description="Per endpoint declared frozen by the fleet's pace in this run (generate/dispatch/freeze.py).",
     )
 
 

@@ -18,6 +18,7 @@ from fleetgen.generate.dispatch import client
 from fleetgen.generate.dispatch.auto_limit import LimitPolicy
 from fleetgen.generate.dispatch.dispatcher import Dispatcher
 from fleetgen.generate.dispatch.fleet_follow import follow_fleet
+from fleetgen.generate.dispatch.freeze import completion_probe
 from fleetgen.generate.dispatch.load_poll import LoadPoller
 from fleetgen.generate.dispatch.stall import say_when_quiet
 from fleetgen.generate.dispatch.target import check_endpoints, resolve_target
@@ -191,6 +192,12 @@ async def _run(
         warmup = Warmup.start(config.warmup, sampling, config.transport, dispatcher, http, model)
         polling = asyncio.create_task(poller.run()) if poller is not None else None
         quiet = asyncio.create_task(say_when_quiet(lambda: dispatcher.replicas, clock))
+        freezes = (
+            asyncio.create_task(dispatcher.freezes.run(completion_probe(http, model)))
+            if config.transport.freeze_factor > 0
+            else None
+        )
+        stats.fleet_silences = dispatcher.freezes.fleet_silences  # one list: the episodes land in stats.json
         run_id = run_started(outdir, shard=shard.suffix, job=job, model_path=sampling.tokenizer or target.model_path)
         try:
             await loop.run()
@@ -198,9 +205,10 @@ async def _run(
             if warmup is not None:
                 await warmup.close()
                 stats.warmup = warmup.to_dict()
-            for task in (watch, polling, quiet):
+            for task in (watch, polling, quiet, freezes):
                 if task is not None:
                     task.cancel()
+            dispatcher.freezes.close()  # now, not when its task next runs: stats.json is written below
             if progress is not None:
                 progress.release()  # closed already (with its last frame) unless the run ended on an error
             journal.close()

@@ -108,6 +108,24 @@ GENERATE = (
     ),
     _m("fleetgen_replica_ejections_total", "counter", "Times the replica was taken out of rotation.", REPLICA),
     _m(
+        "fleetgen_replica_frozen",
+        "gauge",
+        "1 while the job holds the replica frozen (silent while the others answered): no work until a probe answers.",
+        REPLICA,
+    ),
+    _m(
+        "fleetgen_replica_freezes_total",
+        "counter",
+        "Times the job declared the replica frozen by the fleet's pace (its requests re-sent at once).",
+        REPLICA,
+    ),
+    _m(
+        "fleetgen_replica_frozen_resent_total",
+        "counter",
+        "Requests the replica held when it was declared frozen: cancelled and re-sent to the others.",
+        REPLICA,
+    ),
+    _m(
         "fleetgen_replica_in_rotation",
         "gauge",
         "1 while the replica takes new requests, 0 while it is ejected.",

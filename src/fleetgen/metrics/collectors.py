@@ -93,6 +93,9 @@ class GenerateCollector(Collector):
             "fleetgen_replica_hedges_total": lambda r: r.hedges,
             "fleetgen_replica_stalled_total": lambda r: r.stalled,
             "fleetgen_replica_ejections_total": lambda r: r.ejections,
+            "fleetgen_replica_frozen": lambda r: 1.0 if r.frozen else 0.0,
+            "fleetgen_replica_freezes_total": lambda r: r.freeze_count,
+            "fleetgen_replica_frozen_resent_total": lambda r: r.resent,
             "fleetgen_replica_in_rotation": lambda r: 1.0 if r.in_rotation else 0.0,
             "fleetgen_replica_output_tokens_total": lambda r: r.completion_tokens,
         }

@@ -1,4 +1,4 @@
-"""stats.json: one run's summary, merged across shards, and the words for a replica that stopped answering."""
+"""stats.json: one run's summary, merged across shards, and the words for a replica that stopped answering or froze."""
 
 from __future__ import annotations
 
@@ -49,3 +49,20 @@ def describe_silence(gone: dict[str, Any]) -> str:
     if gone.get("in_flight"):
         text += f", {gone['in_flight']} still in flight"
     return text
+
+
+def describe_freezes(frozen: dict[str, Any]) -> str:
+    """The words after "replica N" for Stats.frozen's dict (summary): when it froze, what moved, when it came back."""
+    parts = []
+    for f in frozen["episodes"][-3:]:
+        back = (
+            f"rejoined at {f['rejoined_at_s']:.1f}s (a probe answered)"
+            if f["rejoined_at_s"] is not None
+            else "not back by the end of the run"
+        )
+        parts.append(
+            f"at {f['at_s']:.1f}s (no answer for {f['silent_s']:.1f}s while the others answered; it owed "
+            f"{f['owed']:.0f} answers at their pace): {f['resent']} request(s) re-sent, {back}"
+        )
+    more = f" (the last 3 of {frozen['count']})" if frozen["count"] > 3 else ""
+    return f"was frozen {frozen['count']} time(s){more}: " + "; ".join(parts)

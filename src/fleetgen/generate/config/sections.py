@@ -80,6 +80,16 @@ class TransportConfig(Section):
         gt=0,
         description="The shortest such bound, whatever the replica's pace (queueing at the engine needs room).",
     )
+    freeze_factor: float = Field(
+        2.0,
+        ge=0,
+        description=(
+            "A replica holding requests that answers none while the others answer is declared frozen once, even at "
+            "1/this of the other replicas' recent pace, it would have answered 3 of them (and after this many times "
+            "the longest recent gap between answers): its requests are re-sent at once and it takes no work until "
+            "a 1-token probe answers (freeze.py). 0 turns it off."
+        ),
+    )
     replica_failures: int = Field(
         3, ge=1, description="Consecutive failures that take a replica out of rotation (it is retried later)."
     )

@@ -9,7 +9,7 @@ number of requests, rather than given up.
 A request is a coroutine function of the replica; the dispatcher retries it with backoff on
 another replica when it fails transiently. Which replicas are in rotation (ejection, probes,
 giving up with NoReplicaError, the warm-up gate) is rotation.py's; twins for stragglers in the
-tail are hedging.py's.
+tail are hedging.py's; a replica frozen by the fleet's pace, its requests re-sent, is freeze.py's.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import TypeVar
 
 from fleetgen.generate.config.sections import RoutingConfig, TransportConfig
 from fleetgen.generate.dispatch.client import Rejected, TransientError, backoff_delay
+from fleetgen.generate.dispatch.freeze import FreezeWatch, Frozen
 from fleetgen.generate.dispatch.hedging import Hedging
 from fleetgen.generate.dispatch.prefix_map import PrefixMap
 from fleetgen.generate.dispatch.replica import Replica
@@ -78,6 +79,7 @@ class Dispatcher:
         )
         self.hedging = Hedging(self, routing.hedge_after_s, clock)
         self.stalls = StallGuard(transport.stall_factor, transport.stall_floor_s)
+        self.freezes = FreezeWatch(self, transport.freeze_factor)  # its watch runs when the runner starts it
         # Called with each replica that joins on a new address (warmup.py holds and warms it).
         self.on_new_replica: Callable[[Replica], None] | None = None
 
@@ -305,6 +307,10 @@ class Dispatcher:
         while True:
             try:
                 return await self._run_once(key, fn, prefix, max_tokens, tokens_of)
+            except Frozen:  # its replica froze: re-sent at once, and it costs the request no attempt
+                if self.run_stats is not None:
+                    self.run_stats.retries += 1
+                continue
             except TransientError as e:
                 attempt += 1
                 t = self.transport
@@ -333,12 +339,24 @@ class Dispatcher:
             key, blocks
         )  # no coroutine to await when a slot is free
         started = self.clock()
+        task = asyncio.current_task()
+        r.inflight[task] = started  # until its await ends: what freeze.py cancels and re-sends
         # The request is awaited directly, with no task of its own: a twin can join it only in the tail (hedging.py).
         flight = self.hedging.track(r, started, fn) if p.hedge else None
         bound = self.stalls.bound_s(r, max_tokens) if max_tokens is not None else None
         try:
-            result = await (fn(r) if bound is None else self.stalls.within(bound, r, fn, max_tokens))  # type: ignore[arg-type]
+            try:
+                result = await (fn(r) if bound is None else self.stalls.within(bound, r, fn, max_tokens))  # type: ignore[arg-type]
+            finally:
+                del r.inflight[task]
         except asyncio.CancelledError:
+            if self.freezes.resend(task):  # its replica was declared frozen, and nobody else cancelled it
+                r.stats.silent += 1
+                self.release(r)
+                frozen = Frozen(f"replica {r.index} ({r.endpoint}) froze; re-sent")
+                if flight is None:
+                    raise frozen from None
+                return await self.hedging.first_failed(flight, frozen)  # type: ignore[return-value]
             if flight is None:
                 r.stats.silent += 1
                 self.release(r)  # no outcome: the run is abandoning it
@@ -353,6 +371,7 @@ class Dispatcher:
             return await self.hedging.first_failed(flight, exc)  # type: ignore[return-value]
         if flight is not None and (twin := self.hedging.first_answered(flight)) is not None:
             return twin  # type: ignore[return-value]  # the twin won; fn swallowed the cancel its answer sent
+        self.freezes.answered(r, started, self.clock())  # before release: it reads the previous answer's time
         self.release(r, ok=True)
         took = self.observe(r, started)
         if tokens_of is not None:

@@ -6,6 +6,8 @@ handle replicas, and none of them should import another to name one.
 
 from __future__ import annotations
 
+import asyncio
+
 from fleetgen.generate.observe.stats import ReplicaStats
 
 
@@ -22,6 +24,8 @@ class Replica:
         self.retry_at = 0.0  # when out of rotation: earliest time a probe request may go
         self.cooldown = 0.0
         self.probing = False
+        # Requests awaiting an answer here, in the order sent (task -> send time): what freeze.py reads and re-sends.
+        self.inflight: dict[asyncio.Task | None, float] = {}
 
     @property
     def outstanding(self) -> int:

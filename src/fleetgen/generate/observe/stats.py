@@ -64,6 +64,12 @@ class ReplicaStats:
     silent: int = 0
     silent_moved: int = 0
     stall_after_s: float = 10.0  # silence this long, with requests unanswered, is "stopped answering"
+    # Declared frozen by the fleet's pace (freeze.py): out of rotation now, times so far, requests re-sent from
+    # it, and its last few freezes ({"at", "silent_s", "owed", "resent", "rejoined_at"}, clock times).
+    frozen: bool = False
+    freeze_count: int = 0
+    resent: int = 0
+    freezes: list[dict[str, Any]] = field(default_factory=list)
 
     # The window's range over the run (it moves under --concurrency auto), and what the engine reported last.
     window_min: int = 0
@@ -118,6 +124,8 @@ class Stats:
     tool_results_kept: int = 0
     tool_results_dropped: int = 0  # recorded results of calls the target did not make, outside cuts
     warmup: dict[str, Any] | None = None  # the sampling paths warmed and each replica's seconds (warmup.py)
+    # Times every replica holding requests was silent at once (freeze.py): {"at", "replicas", "ended_at"}, clock times.
+    fleet_silences: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.started = self.clock()
@@ -175,6 +183,28 @@ class Stats:
             "in_flight": r.outstanding,
         }
 
+    def run_time(self, t: float | None) -> float | None:
+        """A clock time as seconds into the run (stats.json's times), None kept."""
+        return None if t is None else round(t - self.started, 1)
+
+    def frozen(self, r: ReplicaStats) -> dict[str, Any]:
+        """What stats.json says of a replica's freezes (freeze.py): now, how often, what moved, when."""
+        return {
+            "now": r.frozen,
+            "count": r.freeze_count,
+            "resent": r.resent,
+            "episodes": [
+                {
+                    "at_s": self.run_time(f["at"]),
+                    "silent_s": f["silent_s"],
+                    "owed": f["owed"],
+                    "resent": f["resent"],
+                    "rejoined_at_s": self.run_time(f.get("rejoined_at")),
+                }
+                for f in r.freezes
+            ],
+        }
+
     def to_dict(self) -> dict[str, Any]:
         e = self.elapsed_s
         return {
@@ -207,6 +237,10 @@ class Stats:
             "interrupted": self.interrupted,
             "stopped_reason": self.stopped_reason,
             **({"warmup": self.warmup} if self.warmup is not None else {}),
+            "fleet_silences": [
+                {"at_s": self.run_time(f["at"]), "replicas": f["replicas"], "ended_at_s": self.run_time(f["ended_at"])}
+                for f in self.fleet_silences
+            ],
             "replicas": [
                 {
                     "index": r.index,
@@ -227,6 +261,7 @@ class Stats:
                     **({"warmup_error": r.warmup_error} if r.warmup_error else {}),
                     "moved": r.moved,
                     "stopped_answering": self.stopped_answering(r),
+                    "frozen": self.frozen(r),
                 }
                 for r in self.replicas
             ],

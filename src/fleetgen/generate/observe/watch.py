@@ -8,7 +8,7 @@ import os
 import time
 from pathlib import Path
 
-from fleetgen.fleet.jobs import JobProgress, remove_job, write_job
+from fleetgen.fleet.jobs import FrozenReplica, JobProgress, remove_job, write_job
 from fleetgen.fleet.process import started
 from fleetgen.generate.config.sections import ObserveConfig
 from fleetgen.generate.observe.stats import Stats
@@ -98,6 +98,7 @@ class JobWatch:
                     concurrency="auto" if self.auto else "fixed",
                     limits=_limits(s),
                     stalled=_stalled(s),
+                    frozen=_frozen(s),
                 ),
             )
         except OSError:
@@ -123,6 +124,23 @@ def _stalled(s: Stats) -> dict[str, int]:
     for r in s.replicas:
         if r.stalled:
             out[r.endpoint] = out.get(r.endpoint, 0) + r.stalled
+    return out
+
+
+def _frozen(s: Stats) -> dict[str, FrozenReplica]:
+    """Per endpoint declared frozen in this run (freeze.py): now or not, how often, when (Unix times)."""
+    to_unix = time.time() - s.clock()
+    out: dict[str, FrozenReplica] = {}
+    for r in s.replicas:
+        if r.freezes:
+            last = r.freezes[-1]
+            back = last.get("rejoined_at")
+            out[r.endpoint] = FrozenReplica(
+                now=r.frozen,
+                count=r.freeze_count,
+                since=last["at"] + to_unix,
+                rejoined_at=None if back is None else back + to_unix,
+            )
     return out
 
 

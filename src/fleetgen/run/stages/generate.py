@@ -21,7 +21,7 @@ from fleetgen.fleet.replica_plan import api_key_of
 from fleetgen.fleet.supervisor import Supervisor, SupervisorEvent
 from fleetgen.generate import GenerateConfig, Stats, stamped_fingerprint
 from fleetgen.generate import run as generate_run
-from fleetgen.rows.stats_file import describe_silence
+from fleetgen.rows.stats_file import describe_freezes, describe_silence
 from fleetgen.run.book import fingerprint
 from fleetgen.run.stage import Done, Stage
 
@@ -91,6 +91,8 @@ class GenerateStage(Stage):
                 ctx.say(
                     "generate", "info", f"replica {r.index} ({r.endpoint}) stopped answering {describe_silence(gone)}"
                 )
+            if r.freeze_count:
+                ctx.say("generate", "info", f"replica {r.index} ({r.endpoint}) {describe_freezes(stats.frozen(r))}")
         if stats.interrupted or stats.done < stats.total:
             raise FleetgenError(
                 f"generate stopped before the end ({stats.done}/{stats.total} done: "
