@@ -95,6 +95,8 @@ class LoadPoller:
 
     async def poll_one(self, http: aiohttp.ClientSession, index: int) -> None:
         replica = self.dispatcher.replicas[index]
+        if replica.stats.frozen:
+            return  # no answer to wait for (freeze.py): its 5 s timeout would hold back every replica's poll
         src = self._sources[index]
         if src is None or src.endpoint != replica.endpoint:  # first poll, or a replacement on a new address
             src = self._sources[index] = _Source(replica.endpoint)
