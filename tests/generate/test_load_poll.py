@@ -220,5 +220,6 @@ async def test_the_engines_time_evicting_its_prefix_cache_is_counted_and_a_large
         assert d.replicas[0].stats.engine_eviction_s == 9.0
         said = [m for m in caplog.messages if "evicting its prefix cache" in m]
         assert len(said) == 1 and "spent 40% of the last 10.0s" in said[0]
+        assert "Restart that server with --disable-radix-cache" in said[0]  # the exact flag to change
     finally:
         await runner.cleanup()

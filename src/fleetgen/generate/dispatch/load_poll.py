@@ -136,7 +136,8 @@ class LoadPoller:
             log.warning(
                 f"{replica.endpoint} spent {100 * spent / (now - before[1]):.0f}% of the last "
                 f"{now - before[1]:.1f}s evicting its prefix cache: its cache is full of finished answers and "
-                "each step pays for it (SGLang 0.5.12; see docs/sglang.md, 'The radix cache and long jobs')"
+                "each step pays for it. Restart that server with --disable-radix-cache (fleetgen's own SGLang "
+                "fleets start so; docs/sglang.md, 'The radix cache and long jobs')"
             )
 
     @staticmethod
