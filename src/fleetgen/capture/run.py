@@ -31,7 +31,6 @@ from fleetgen.errors import InputError, LeaseHeldError
 from fleetgen.export.results import ReadCounts, iter_results
 
 log = logging.getLogger("fleetgen.capture")
-ROOM_EVERY = 16  # records between free-space checks
 
 
 @dataclass
@@ -70,8 +69,8 @@ def _lock(out: Path) -> int:
     return fd
 
 
-def _planned_tokens(results_dir: Path, journal: Journal, limit: int | None) -> int:
-    """Tokens of the records still to capture, from the counts generate recorded (an upper bound for multi-turn)."""
+def _planned(results_dir: Path, journal: Journal, limit: int | None) -> tuple[int, int]:
+    """(tokens, records) still to capture, from the counts generate recorded (tokens: an upper bound for multi-turn)."""
     total = n = 0
     for rec in iter_results(results_dir, ReadCounts()):
         if journal.done(str(rec.get("id")), int(rec.get("sample") or 0)):
@@ -81,7 +80,7 @@ def _planned_tokens(results_dir: Path, journal: Journal, limit: int | None) -> i
         n += 1
         if limit and n >= limit:
             break
-    return total
+    return total, n
 
 
 def _clean_leftovers(out: Path, next_index: int) -> None:
@@ -159,6 +158,11 @@ class CaptureRun:
         try:
             async for outcome in outcomes:
                 if isinstance(outcome, Captured):
+                    upcoming = sum(len(r.input_ids) for r in outcome.item.rows) * summary.bytes_per_token
+                    if not storage.room_left(self.out, upcoming=upcoming):  # before the file: none half-written
+                        summary.stopped = "free disk space fell under the margin"
+                        log.warning("stopping: %s (%s)", summary.stopped, self.out)
+                        return
                     try:
                         self._write(outcome, summary)
                     except IdsMismatch as e:
@@ -169,10 +173,6 @@ class CaptureRun:
                     summary.failures[outcome.reason] = summary.failures.get(outcome.reason, 0) + 1
                     self.journal.failed(outcome.item.id, outcome.item.sample, outcome.reason)
                 self.on_progress(summary)
-                if (summary.captured + summary.failed) % ROOM_EVERY == 0 and not storage.room_left(self.out):
-                    summary.stopped = "free disk space fell under the margin"
-                    log.warning("stopping: %s (%s)", summary.stopped, self.out)
-                    return
         finally:
             await outcomes.aclose()  # type: ignore[attr-defined]
             await backend.aclose()
@@ -214,8 +214,12 @@ class CaptureRun:
             _clean_leftovers(self.out, self.journal.next_index)
             summary = CaptureSummary(self.out, source.layers, source.bytes_per_token)
             summary.already = len(self.journal.entries)
-            summary.planned_tokens = _planned_tokens(cfg.results_dir, self.journal, cfg.limit)
-            storage.check_disk(self.out, summary.planned_tokens * source.bytes_per_token, force=cfg.force)
+            summary.planned_tokens, records = _planned(cfg.results_dir, self.journal, cfg.limit)
+            est = storage.estimate(
+                source.hidden_size, len(source.layers), cfg.dtype, tokens=summary.planned_tokens, rows=records
+            )
+            log.info("storage: %s", storage.storage_line(est, f"{cfg.layers} {cfg.dtype}"))
+            storage.check_disk(self.out, est.total, force=cfg.force)
             self.journal.event(
                 "start", backend=cfg.backend, already=summary.already, planned_tokens=summary.planned_tokens
             )
