@@ -42,6 +42,7 @@ def cmd_capture(
 
     from fleetgen.capture import CaptureConfig, capture
     from fleetgen.config import validate
+    from fleetgen.fleet.capture_jobs import CaptureProgressFile
 
     console = Console(stderr=True, highlight=False)
     data = {
@@ -65,6 +66,8 @@ def cmd_capture(
     }
     cfg = validate(CaptureConfig, data, source="flags")
     started: list[bool] = []
+    # `fleetgen status --state FLEET` shows a capture on a fleet from this file (fleet/capture_jobs.py)
+    publish = CaptureProgressFile(cfg.fleet, cfg.output) if cfg.fleet is not None else None
 
     def progress(s) -> None:
         if not started:
@@ -74,8 +77,14 @@ def cmd_capture(
                 f"{s.already} already captured, about {s.planned_tokens:,} tokens "
                 f"({s.planned_tokens * s.bytes_per_token / 1e9:.2f} GB) to go"
             )
+        if publish is not None:
+            publish(s)
 
-    s = capture(cfg, on_progress=progress)
+    try:
+        s = capture(cfg, on_progress=progress)
+    finally:
+        if publish is not None:
+            publish.close()
     rate = s.tokens / s.seconds if s.seconds else 0.0
     console.print(
         f"captured {s.captured} records ({s.rows} rows, {s.tokens:,} tokens, {s.bytes / 1e6:.1f} MB) in "
