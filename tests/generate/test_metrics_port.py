@@ -8,6 +8,7 @@ import subprocess
 import sys
 import urllib.request
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -85,8 +86,10 @@ def served_names(stage: str | None = "generate") -> set[str]:
     stats = Stats(total=4, ok=1, completion_tokens=3)
     stats.replicas = [ReplicaStats(index=0, endpoint="http://127.0.0.1:1", window=2)]
     stats.replicas[0].latency.observe(0.3)
+    capture = SimpleNamespace(captured=2, already=1, failed=0, from_text=1, tokens=90, bytes=9000, planned_tokens=300)
     with MetricsServer() as server:
         server.show_generate(stats)
+        server.show_capture(capture)
         server.run.stage = stage
         server.run.restarts = lambda: {0: 1}
         text = urllib.request.urlopen(server.url, timeout=10).read().decode()
@@ -209,3 +212,19 @@ def test_status_shows_each_replicas_limit_added_up_over_the_live_jobs_driving_it
     dead = JobProgress(pid=3, limits={"http://r1": 500}, **common)
     assert job_limits([(a, True), (b, True), (dead, False)]) == {"http://r0": 64, "http://r1": 36}
     assert "in flight at most 40/36 per replica (auto)" in job_line(a, True)
+
+
+def test_capture_metrics_read_the_capture_summary_at_scrape_time():
+    summary = SimpleNamespace(captured=0, already=3, failed=0, from_text=0, tokens=0, bytes=0, planned_tokens=500)
+    with MetricsServer() as server:
+        server.show_capture(summary)
+        summary.captured, summary.tokens, summary.bytes, summary.from_text, summary.failed = 4, 200, 8000, 1, 2
+        server.show_capture(summary)  # the same run again: no second collector (a duplicate would fail the scrape)
+        text = urllib.request.urlopen(server.url, timeout=10).read().decode()
+    values = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
+    assert values["fleetgen_capture_records_completed_total"] == 4
+    assert values["fleetgen_capture_records_resumed_total"] == 3
+    assert values["fleetgen_capture_records_failed_total"] == 2
+    assert values["fleetgen_capture_records_from_text_total"] == 1
+    assert values["fleetgen_capture_tokens_total"] == 200 and values["fleetgen_capture_bytes_total"] == 8000
+    assert values["fleetgen_capture_planned_tokens"] == 500 and values["fleetgen_capture_tokens_per_second"] > 0

@@ -145,7 +145,33 @@ RUN = (
     _m("fleetgen_replica_restarts_total", "counter", "Replicas the supervisor restarted (dead or hung).", ("replica",)),
 )
 
-ALL = GENERATE + RUN
+CAPTURE = (
+    _m(
+        "fleetgen_capture_records_completed_total",
+        "counter",
+        "(id, sample) this capture run wrote whole and journaled.",
+    ),
+    _m("fleetgen_capture_records_resumed_total", "counter", "(id, sample) found captured by an earlier run, skipped."),
+    _m(
+        "fleetgen_capture_records_failed_total", "counter", "Records this run could not capture (capture_errors.jsonl)."
+    ),
+    _m(
+        "fleetgen_capture_records_from_text_total",
+        "counter",
+        "Captured records whose ids were re-encoded from text (the row recorded none).",
+    ),
+    _m("fleetgen_capture_tokens_total", "counter", "Tokens whose hidden states this run captured."),
+    _m("fleetgen_capture_bytes_total", "counter", "Bytes of the hidden-state files this run wrote."),
+    _m(
+        "fleetgen_capture_planned_tokens",
+        "gauge",
+        "Tokens left to capture when this run started (from generate's usage counts; an upper bound for multi-turn).",
+    ),
+    _m("fleetgen_capture_tokens_per_second", "gauge", "Tokens captured per second, averaged over this run."),
+    _m("fleetgen_capture_elapsed_seconds", "gauge", "Seconds since this capture run started."),
+)
+
+ALL = GENERATE + RUN + CAPTURE
 
 
 def exposed_names(spec: MetricSpec) -> tuple[str, ...]:

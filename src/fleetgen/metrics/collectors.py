@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -14,13 +15,13 @@ from prometheus_client.metrics_core import (
 )
 from prometheus_client.registry import Collector
 
-from fleetgen.metrics.catalog import GENERATE, LATENCY_BUCKETS_S, RUN, MetricSpec
+from fleetgen.metrics.catalog import CAPTURE, GENERATE, LATENCY_BUCKETS_S, RUN, MetricSpec
 
-_SPECS = {s.name: s for s in GENERATE + RUN}
+_SPECS = {s.name: s for s in GENERATE + RUN + CAPTURE}
 _FAMILY = {"counter": CounterMetricFamily, "gauge": GaugeMetricFamily, "histogram": HistogramMetricFamily}
 _LE = tuple(repr(b) for b in LATENCY_BUCKETS_S) + ("+Inf",)
 
-STAGES = ("doctor", "mix", "fleet", "generate", "export", "report", "done")
+STAGES = ("doctor", "mix", "fleet", "generate", "export", "capture", "report", "done")
 
 
 def _family(name: str) -> Metric:
@@ -138,3 +139,32 @@ class RunCollector(Collector):
             for index, n in sorted(self.restarts().items()):
                 restarts.add_metric([str(index)], n)
             yield restarts
+
+
+class CaptureCollector(Collector):
+    """fleetgen_capture_* metrics of one capture run, read from its summary (plain ints the runner advances).
+
+    The summary is taken as it comes (fleetgen.capture.run.CaptureSummary, read by attribute), so metrics
+    imports nothing of capture.
+    """
+
+    def __init__(self, summary: Any, clock: Callable[[], float] = time.monotonic) -> None:
+        self.summary = summary
+        self.clock = clock
+        self.started = clock()
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        s = self.summary
+        elapsed = self.clock() - self.started
+        yield _one("fleetgen_capture_records_completed_total", s.captured)
+        yield _one("fleetgen_capture_records_resumed_total", s.already)
+        yield _one("fleetgen_capture_records_failed_total", s.failed)
+        yield _one("fleetgen_capture_records_from_text_total", s.from_text)
+        yield _one("fleetgen_capture_tokens_total", s.tokens)
+        yield _one("fleetgen_capture_bytes_total", s.bytes)
+        yield _one("fleetgen_capture_planned_tokens", s.planned_tokens)
+        yield _one("fleetgen_capture_tokens_per_second", s.tokens / elapsed if elapsed > 0 else 0.0)
+        yield _one("fleetgen_capture_elapsed_seconds", elapsed)

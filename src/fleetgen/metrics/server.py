@@ -1,4 +1,4 @@
-"""The Prometheus port of a running `generate` or `run`: loopback unless told, closed with the job."""
+"""The Prometheus port of a running `generate`, `capture` or `run`: loopback unless told, closed with the job."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector, start_http_se
 
 from fleetgen.errors import ConfigError
 from fleetgen.fleet.net import is_loopback
-from fleetgen.metrics.collectors import GenerateCollector, RunCollector
+from fleetgen.metrics.collectors import CaptureCollector, GenerateCollector, RunCollector
 
 REMOTE_HINT = (
     "bind 127.0.0.1 (the default), or set metrics_allow_remote (--metrics-allow-remote) to serve it off this host"
@@ -33,6 +33,7 @@ class MetricsServer:
         self._httpd = None
         self._thread = None
         self._generate: GenerateCollector | None = None
+        self._capture: CaptureCollector | None = None
         self.run = RunCollector()
         self.registry.register(self.run)
 
@@ -63,6 +64,15 @@ class MetricsServer:
             self.registry.unregister(self._generate)
         self._generate = GenerateCollector(stats)
         self.registry.register(self._generate)
+
+    def show_capture(self, summary: Any) -> None:
+        """Serve this capture run's counters (its summary), in place of an earlier run's; the same one: no change."""
+        if self._capture is not None:
+            if self._capture.summary is summary:
+                return
+            self.registry.unregister(self._capture)
+        self._capture = CaptureCollector(summary)
+        self.registry.register(self._capture)
 
     def close(self) -> None:
         if self._httpd is not None:
