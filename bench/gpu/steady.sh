@@ -3,7 +3,8 @@
 # no flush between its requests, on SGLang 0.5.12 with and without the radix cache. From the repository root:
 #   bash bench/gpu/steady.sh STEP [STEP...]
 # Staging and the first start are bench/gpu/speed.sh's s1, s2 and up1. Steps (output under $OUT):
-#   restart   fleetgen down, then up 1 replica of $M at --mem-fraction-static $MEM with $EXTRA (e.g. --disable-radix-cache)
+#   restart   fleetgen down, then up 1 replica of $M at --mem-fraction-static $MEM: fleetgen's flags $UPFLAGS (--prefix-cache:
+#             SGLang's default server, radix cache on), engine flags $EXTRA; the server's command line in $OUT/up-$LABEL.log
 #   short     128-token answers to one-line prompts, 4 samples each; the job's tokens >= $X x the KV pool
 #   long      1,024-token answers to ~2K-token multi-turn prompts, 3 samples each; the job's tokens >= $X x the pool
 #             Each shape runs $ARMS: F = fleetgen on a fresh cache ($FRESH_S seconds' worth of the job, flushed first),
@@ -46,9 +47,9 @@ else:  # ~2K-token multi-turn prompts, 1,024-token answers, 3 samples
     for i in range(n):
         rows.append({"id": f"l{i}", "messages": [
             {"role": "system", "content": "You are a careful assistant. Answer at length."},
-            {"role": "user", "content": f"Case {i}: " + text(500)},
-            {"role": "assistant", "content": text(450)},
-            {"role": "user", "content": text(450) + f" Now write a long essay about {T[i % 10]}."}]})
+            {"role": "user", "content": f"Case {i}: " + text(700)},
+            {"role": "assistant", "content": text(630)},
+            {"role": "user", "content": text(630) + f" Now write a long essay about {T[i % 10]}."}]})
 with open(f"/tmp/steady-{shape}.jsonl", "w") as f:
     f.writelines(json.dumps(r) + "\n" for r in rows)
 fresh = max(64, int(fresh_s * rate / samples))  # about fresh_s seconds of the job at a fresh server's rate
@@ -112,10 +113,10 @@ shape_run() {  # shape samples max_tokens
 
 for step in "$@"; do log "BEGIN $step ($LABEL)"; case $step in
 restart) fleetgen down --state $ST > /dev/null 2>&1
-    timeout ${UP_TIMEOUT:-450} fleetgen up --engine sglang --gpus all --replicas 1 --model $M --state $ST -- \
+    timeout ${UP_TIMEOUT:-450} fleetgen up --engine sglang --gpus all --replicas 1 --model $M --state $ST ${UPFLAGS:-} -- \
       --attention-backend flashinfer --grammar-backend none --mem-fraction-static $MEM --reasoning-parser qwen3 \
       --tool-call-parser qwen25 --context-length 8192 ${EXTRA:-} > $OUT/up-$LABEL.log 2>&1
-    log "up rc=$? pool=$(pool)"; tail -3 $OUT/up-$LABEL.log | cut -c1-200 | tee -a "$OUT/steady.log"
+    log "up rc=$? pool=$(pool) radix cache disabled: $(curl -s -m 10 $EP/get_server_info | python3 -c "import json,sys; print(json.load(sys.stdin)['disable_radix_cache'])")"; tail -3 $OUT/up-$LABEL.log | cut -c1-200 | tee -a "$OUT/steady.log"
     curl -s -m 300 $EP/v1/chat/completions -H 'Content-Type: application/json' \
       -d '{"model":"model","messages":[{"role":"user","content":"hi"}],"max_tokens":8,"temperature":0.8,"top_p":0.9}' > /dev/null ;;
 short) shape_run short 4 128 ;;
