@@ -79,3 +79,15 @@ def test_a_filling_disk_stops_between_files_and_a_resume_finishes_each_row_once(
     journal = read_jsonl(out / "captured.jsonl")
     assert sorted((e["id"], e["sample"]) for e in journal) == [(f"q-{i:03d}", 0) for i in range(6)]
     assert len({e["index"] for e in journal}) == 6
+    # the report and status's reader count this real output as its journal and runs say
+    from fleetgen.report import build_report
+    from fleetgen.rows.capture_journal import read_capture
+
+    c = read_capture(out)
+    assert (c.rows, c.files, c.from_text, c.torn_lines) == (6, 6, 0, 0)
+    assert c.tokens == sum(lengths) and c.bytes == sum((out / e["file"]).stat().st_size for e in journal)
+    assert [r.stopped for r in c.runs] == ["free disk space fell under the margin", None]
+    assert [r.rows for r in c.runs] == [2, 4]
+    md = build_report(results, dest=tmp_path / "report", tokenizer="/nonexistent", captures=[out]).read_text()
+    assert "| captured (id, sample) of the result rows | 6 of 6 (100.0%) |" in md
+    assert "| stopped: free disk space fell under the margin |" in md
