@@ -36,6 +36,7 @@ class StorageRow:
     preset: str
     layers: list[int]
     estimate: storage.StorageEstimate
+    chosen: bool = False  # the job's own capture section asks for this one
 
 
 @dataclass(frozen=True)
@@ -81,8 +82,12 @@ def plan_storage(
     basis: str,
     draft_layers: int = 5,
     extra: str | None = None,
+    chosen: tuple[str, str] | None = None,
 ) -> StoragePlan:
-    """eagle3 and dflash (and `extra`, the job's own layer list) in bf16 and fp8, for `pairs` captured samples."""
+    """eagle3 and dflash (and `extra`, the job's own layer list) in bf16 and fp8, for `pairs` captured samples.
+
+    `chosen`: the (layers, dtype) the job's capture section asks for, marked in the table.
+    """
     specs = list(PRESETS) + ([extra] if extra and extra not in PRESETS else [])
     tokens = round(pairs * tokens_per_sample)
     rows = []
@@ -90,7 +95,8 @@ def plan_storage(
         layers = resolve_layers(spec, shape.num_layers, draft_layers)
         for dtype in DTYPES:
             est = storage.estimate(shape.hidden_size, len(layers), dtype, tokens=tokens, rows=pairs)
-            rows.append(StorageRow(spec if spec in PRESETS else "job's layers", layers, est))
+            label = spec if spec in PRESETS else "job's layers"
+            rows.append(StorageRow(label, layers, est, chosen == (spec, dtype)))
     return StoragePlan(shape, pairs, tokens_per_sample, basis, rows)
 
 
@@ -132,6 +138,7 @@ def plan_job_storage(
         basis=basis,
         draft_layers=draft_layers or getattr(cap, "draft_layers", None) or 5,
         extra=getattr(cap, "layers", None),
+        chosen=(cap.layers, cap.dtype) if cap is not None else None,
     )
 
 
@@ -149,6 +156,7 @@ def format_storage(p: StoragePlan) -> str:
         lines.append(
             f"  {r.preset:<{width}} {e.dtype:<4} layers {','.join(map(str, r.layers)):<18} "
             f"{storage.format_per_token(e.per_token):>22} a token  total {storage.format_bytes(e.total):>11}"
+            + ("  <- the job's capture" if r.chosen else "")
         )
     lines.append(
         "  (a token: layers x hidden x 2 bytes in bf16, x 1 in fp8 plus one float32 scale; its int64 id; the total "
