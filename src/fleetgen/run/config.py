@@ -6,6 +6,7 @@ from pathlib import Path
 
 from pydantic import Field, model_validator
 
+from fleetgen.capture import CaptureConfig
 from fleetgen.config import StrictModel, load_yaml
 from fleetgen.doctor import DoctorConfig
 from fleetgen.export import ExportConfig
@@ -32,6 +33,17 @@ class ExportSection(ExportConfig):
     output: Path = Field(Path("export"), description="File or directory, relative to WORKDIR.")
 
 
+class CaptureSection(CaptureConfig):
+    """`capture` without its input: the generate stage's results; backend vllm starts its own capture fleet."""
+
+    results_dir: Path | None = Field(None, description="Default: the generate stage's output directory.")
+    output: Path = Field(Path("capture"), description="Capture directory, relative to WORKDIR.")
+
+    @model_validator(mode="after")
+    def _source(self) -> CaptureSection:  # replaces CaptureConfig's check: the fleet comes from the job
+        return self
+
+
 class ReportSection(StrictModel):
     html: bool = Field(False, description="Also write report.html next to report.md.")
 
@@ -45,6 +57,9 @@ class JobConfig(StrictModel):
     mix: MixRecipe | None = Field(None, description="Build the prompt set; leave out to use generate.prompts.")
     generate: GenerateSection = Field(description="How responses are regenerated.")
     export: ExportSection | None = Field(None, description="Write drafter-training data.")
+    capture: CaptureSection | None = Field(
+        None, description="Capture the target's hidden states at a drafter's layers over the generated rows."
+    )
     report: ReportSection | None = Field(None, description="Write a report with plots.")
     supervise: bool = Field(True, description="Restart replicas that die or hang during generate.")
     max_restarts: int = Field(3, ge=0, description="Restarts per replica before the supervisor gives up on it.")

@@ -13,7 +13,7 @@ from fleetgen.errors import ConfigError
 from fleetgen.run.book import StageBook
 from fleetgen.run.config import JobConfig
 from fleetgen.run.stage import Context, RunEvent, RunSummary, Stage
-from fleetgen.run.stages import ORDER, ExportStage, ReportStage
+from fleetgen.run.stages import ORDER, CaptureStage, ExportStage, ReportStage
 
 __all__ = ["Pipeline", "RunEvent", "RunSummary", "run_job"]
 
@@ -55,6 +55,7 @@ class Pipeline:
             "mix": self.job.mix,
             "generate": self.job.generate,
             "export": self.job.export,
+            "capture": self.job.capture,
             "report": self.job.report,
         }
         return [kind(self.ctx) for kind in ORDER if sections[kind.name] is not None]
@@ -134,6 +135,8 @@ class Pipeline:
         for stage in stages:
             if isinstance(stage, ExportStage):
                 s.export = stage.config().output_paths()
+            elif isinstance(stage, CaptureStage):
+                s.capture = stage.outputs()[0].parent
             elif isinstance(stage, ReportStage):
                 s.report = stage.outputs()[0]
 

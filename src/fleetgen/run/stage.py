@@ -34,6 +34,7 @@ class RunSummary:
     prompts: Path | None = None
     results: Path | None = None
     export: dict[str, Path] = field(default_factory=dict)
+    capture: Path | None = None  # the capture stage's directory (dataset, hidden_states/, journal)
     report: Path | None = None
     restarts: dict[int, int] = field(default_factory=dict)
     stages_run: list[str] = field(default_factory=list)
