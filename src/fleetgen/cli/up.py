@@ -45,6 +45,18 @@ def cmd_up(
     state: StateOpt = _d(F, "state_dir"),
     api_key: ApiKeyOpt = _d(F, "api_key"),
     config: Annotated[Path | None, typer.Option(help="YAML file with a fleet config; flags given override it.")] = None,
+    capture_layers: Annotated[
+        str | None,
+        typer.Option(
+            metavar="eagle3|dflash|LIST[+...]",
+            help="Start a capture fleet (vLLM extract_hidden_states + fleetgen's connector) for `fleetgen capture "
+            "--fleet`: these layers, or the union of several joined by + (eagle3+dflash).",
+        ),
+    ] = None,
+    capture_dir: Annotated[
+        Path | None,
+        typer.Option(help="Capture fleet: where replicas stage hidden states; default STATE/capture-staging."),
+    ] = None,
 ) -> None:
     """Start a data-parallel fleet and return once every replica is verified. Engine flags go after `--`."""
     import asyncio
@@ -80,6 +92,13 @@ def cmd_up(
     base = merge_flags(ctx, flags, config, _FIELD_OF)
     if ctx.args:
         base["engine_args"] = list(base.get("engine_args") or []) + list(ctx.args)
+    if capture_layers:
+        from fleetgen.capture.fleet_args import fleet_capture_args
+
+        staging = capture_dir or Path(str(base.get("state_dir") or state)) / "capture-staging"
+        flags_, layers = fleet_capture_args(str(base.get("model") or model), capture_layers, staging)
+        base["engine_args"] = list(base.get("engine_args") or []) + flags_
+        console.print(f"capture fleet: layers {layers}, staging {staging}")
     cfg = validate(FleetConfig, base, source=f"{config} and flags" if config else "flags")
     fleet = asyncio.run(_up_with_live_view(cfg, console))
     for r in fleet.replicas:
