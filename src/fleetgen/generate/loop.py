@@ -123,14 +123,18 @@ class SampleLoop:
                 return
             give_up = False
             if self._stop.done():
+                grace_over = False
                 if not any(t in pending for t in finished) and not self._hard_stop.done():
                     wake.clear()
                     try:
                         async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
                             await wake.wait()
                     except TimeoutError:
-                        pass
-                give_up = self._hard_stop.done() or not any(t in pending for t in finished)
+                        grace_over = True
+                # Only a second request or the end of the grace gives up: a wake-up with no sample
+                # finished (the stop future's own callback, which can run after this loop has begun
+                # to wait) is not one, and giving up on it abandoned a clean Ctrl-C's samples at once.
+                give_up = self._hard_stop.done() or grace_over or time.monotonic() >= deadline
             elif not finished:
                 wake.clear()
                 await wake.wait()
@@ -165,6 +169,13 @@ class SampleLoop:
 
     async def _abandon(self, pending: set[asyncio.Task[Outcome]]) -> None:
         """Cancel what is in flight: those samples are simply not recorded, and a resume redoes them."""
+        if pending:
+            why = (
+                f"stopped at once ({self._hard_stop.result()})"
+                if self._hard_stop.done()
+                else f"the {self.grace_s:g}s grace ran out"
+            )
+            log.warning(f"abandoning {len(pending)} sample(s) in flight: {why}; a resume redoes them")
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
