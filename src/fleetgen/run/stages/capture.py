@@ -72,13 +72,25 @@ class CaptureStage(Stage):
     async def run(self) -> Done:
         from fleetgen.capture import capture
         from fleetgen.fleet import down
+        from fleetgen.fleet.capture_jobs import CaptureProgressFile
 
         section = self.ctx.job.capture
         own = section.backend == "vllm" and not section.endpoints and section.fleet is None  # type: ignore[union-attr]
         state_dir = await self._capture_fleet() if own else section.fleet  # type: ignore[union-attr]
+        publish = CaptureProgressFile(state_dir, self._output()) if state_dir is not None else None
+        metrics = self.ctx.metrics
+
+        def progress(summary) -> None:  # fleetgen status (the fleet's captures/ file) and the job's metrics
+            if publish is not None:
+                publish(summary)
+            if metrics is not None:
+                metrics.show_capture(summary)
+
         try:
-            s = await asyncio.to_thread(capture, self.config(state_dir))
+            s = await asyncio.to_thread(capture, self.config(state_dir), progress)
         finally:
+            if publish is not None:
+                publish.close()
             if own and not self.ctx.keep_fleet:
                 await asyncio.to_thread(down, state_dir)
         line = (
