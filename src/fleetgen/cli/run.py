@@ -80,6 +80,8 @@ def cmd_run(
     console.print(f"[bold green]done[/] in {summary.workdir}")
     if summary.export:
         console.print("dataset: " + ", ".join(str(p) for p in summary.export.values()))
+    if summary.capture:
+        console.print(f"hidden states: {summary.capture}")
     if summary.report:
         console.print(f"report:  {summary.report}")
 
