@@ -80,3 +80,23 @@ def test_a_job_file_carries_sampling_profiles_to_generate(tmp_path):
         ("plain", 1.0, False, 5),
     ]
     assert [p["name"] for p in config.sampling.identity()["profiles"]] == ["think", "plain"]
+
+
+def test_the_capture_example_is_the_quickstart_plus_a_capture_stage_and_plans_its_storage():
+    from typer.testing import CliRunner
+
+    from fleetgen.cli.app import app
+
+    quick, cap = load_job(EXAMPLES / "quickstart.yaml"), load_job(EXAMPLES / "capture.yaml")
+    same = {"capture", "workdir"}
+    assert cap.model_dump(exclude=same) == quick.model_dump(exclude=same)  # the quickstart's job, as it is
+    assert cap.workdir != quick.workdir and quick.capture is None
+    assert (cap.capture.layers, cap.capture.dtype, cap.capture.backend) == ("eagle3", "bf16", "vllm")
+    assert cap.fleet.gpus == "none"  # the CPU default
+    res = CliRunner().invoke(
+        app, ["plan", str(EXAMPLES / "capture.yaml"), "--hidden-size", "576", "--num-layers", "30"]
+    )  # SmolLM2's shape, so the test needs no prepared model
+    assert res.exit_code == 0, res.output
+    chosen = [line for line in res.output.splitlines() if "<- the job's capture" in line]
+    assert len(chosen) == 1 and chosen[0].split()[:4] == ["eagle3", "bf16", "layers", "2,15,27,30"]
+    assert "4,616 B" in chosen[0]  # 4 layers x 576 x 2 + the 8-byte id
