@@ -24,7 +24,7 @@ from fleetgen.fleet import down
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 MARKER = "<!-- readme-test: cpu-walk -->"
-STAGES = ["doctor", "mix", "up", "status", "generate", "down", "export", "export", "report", "plan"]
+STAGES = ["doctor", "mix", "up", "status", "generate", "down", "export", "export", "capture", "report", "plan"]
 
 
 def cpu_walk() -> list[str]:
