@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fleetgen.run.book import fingerprint
 from fleetgen.run.stage import Done, Stage
 
 
@@ -14,6 +15,11 @@ class ReportStage(Stage):
 
     def section(self) -> object:
         return self.ctx.job.report.model_dump(mode="json")
+
+    async def fingerprint(self) -> str:
+        """generate's and, where the job captures, capture's too: the report counts the hidden states."""
+        upstream = [self.ctx.fingerprints[n] for n in ("generate", "capture") if n in self.ctx.fingerprints]
+        return fingerprint(self.section(), *upstream)
 
     @property
     def dest(self) -> Path:
