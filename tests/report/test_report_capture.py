@@ -115,3 +115,11 @@ def test_report_has_a_hidden_states_section_per_capture(tmp_path):
     bare = tmp_path / "bare"
     shutil.copytree(RUN, bare)
     assert "## Hidden states" not in build_report(bare, dest=tmp_path / "r2", tokenizer="/nonexistent").read_text()
+
+
+def test_files_a_kill_left_beyond_the_journal_are_named_not_counted(tmp_path):
+    gen, out = _capture(tmp_path)
+    (out / "hidden_states" / "hs_5.safetensors").write_bytes(b"\0" * 99)  # renamed, its journal line never written
+    md = build_report(gen, dest=tmp_path / "report", tokenizer="/nonexistent").read_text()
+    assert "(a kill's leftovers: the next run replaces them) | 1 and 1 |" in md
+    assert "| hidden-state files (hs_*.safetensors) | 5 |" in md

@@ -8,6 +8,7 @@ tokenization, not the sampled one.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from fleetgen.capture.storage import format_bytes
@@ -16,9 +17,14 @@ from fleetgen.report.runs import when
 from fleetgen.rows.capture_journal import CaptureProgress
 
 
-def _du(path: Path) -> int:
-    """Bytes of the files under `path` (the hidden-state files as the disk holds them)."""
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else 0
+def _leftovers(path: Path, journaled: int) -> tuple[int, int]:
+    """(hs_* files beyond the journal's, temporaries) in `path`: names only, no stat (a job has 10^5-10^6 files)."""
+    if not path.is_dir():
+        return 0, 0
+    with os.scandir(path) as it:
+        names = [e.name for e in it]
+    files = sum(n.startswith("hs_") and n.endswith(".safetensors") for n in names)
+    return max(0, files - journaled), sum(n.endswith(".tmp") for n in names)
 
 
 def _rate(n: float, wall: float, unit: str = "") -> str:
@@ -58,7 +64,10 @@ def capture_section(doc: Document, captures: list[CaptureProgress], result_pairs
             ["hidden-state files (hs_*.safetensors)", c.files],
             ["tokens captured", c.tokens],
             ["bytes (journal)", f"{c.bytes} ({format_bytes(c.bytes)})"],
-            ["bytes under hidden_states/ now", format_bytes(_du(c.out / "hidden_states"))],
+            [
+                "files on disk beyond the journal, and temporaries (a kill's leftovers: the next run replaces them)",
+                "{} and {}".format(*_leftovers(c.out / "hidden_states", c.files)),
+            ],
             [
                 f"wall time (s), the sum of the {len(c.runs)} runs" + (f" ({killed} killed)" if killed else ""),
                 round(wall, 1),
