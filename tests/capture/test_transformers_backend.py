@@ -23,14 +23,14 @@ def tokenizer():
 
 @pytest.fixture(scope="module")
 def model(tokenizer):
-    from fleetgen.capture.backends.transformers import load_model
+    from fleetgen.capture.forward import load_model
     from fleetgen.models.registry import resolve_model
 
     return load_model(resolve_model("smollm2", prepare=False))
 
 
 def test_index_k_is_hf_hidden_states_k_and_n_is_the_last_layer_before_the_norm(model):
-    from fleetgen.capture.backends.transformers import HiddenStateForward
+    from fleetgen.capture.forward import HiddenStateForward
 
     ids = [1, 9690, 2, 198, 28120, 314, 253, 1789, 30]
     n = model.config.num_hidden_layers
@@ -47,7 +47,7 @@ def test_index_k_is_hf_hidden_states_k_and_n_is_the_last_layer_before_the_norm(m
 
 def test_rows_batched_with_padding_get_the_states_they_get_alone():
     """speculators #279's bug class: wrong hidden states at batch > 1. In float32, so bf16 noise cannot hide it."""
-    from fleetgen.capture.backends.transformers import HiddenStateForward, load_model
+    from fleetgen.capture.forward import HiddenStateForward, load_model
     from fleetgen.models.registry import resolve_model
 
     fwd = HiddenStateForward(load_model(resolve_model("smollm2", prepare=False), dtype="fp32"), [2, 15, 27, 30])

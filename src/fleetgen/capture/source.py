@@ -55,7 +55,8 @@ class Source:
 
     def backend(self, cfg: CaptureConfig) -> Backend:
         if cfg.backend == "transformers":
-            from fleetgen.capture.backends.transformers import TransformersBackend, load_model
+            from fleetgen.capture.backends.transformers import TransformersBackend
+            from fleetgen.capture.forward import load_model
 
             return TransformersBackend(load_model(self.model_path, cfg.device), self.layers, cfg.batch_tokens)
         from fleetgen.capture.backends.vllm import VllmBackend
