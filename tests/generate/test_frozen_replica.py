@@ -24,7 +24,7 @@ from fleetgen.generate.config.sections import TransportConfig
 from fleetgen.generate.dispatch import freeze
 from fleetgen.generate.dispatch.client import TransientError
 from fleetgen.generate.dispatch.dispatcher import Dispatcher
-from fleetgen.generate.dispatch.freeze import MIN_SILENCE_S, OWED
+from fleetgen.generate.dispatch.freeze import MIN_SILENCE_S
 
 LOGGER = "fleetgen.generate.dispatch.freeze"
 
@@ -47,13 +47,15 @@ async def held(r, n: int, sent: float) -> list[asyncio.Task]:
     return tasks
 
 
-def answers(d: Dispatcher, r, latencies: list[float], gap: float) -> None:
-    """`r` answers requests of these latencies, one every `gap` seconds, up to the clock's now."""
+def answers(d: Dispatcher, r, latencies: list[float], gap: float, holding: int = 8) -> None:
+    """`r` answers requests of these latencies, one every `gap` seconds up to the clock's now, holding `holding`."""
     t = d.clock.now - gap * len(latencies)
+    before, r.stats.outstanding = r.stats.outstanding, holding
     for latency in latencies:
         t += gap
         d.freezes.answered(r, t - latency, t)
         r.stats.answered(t)
+    r.stats.outstanding = before
 
 
 def fleet(factor: float = 2.0) -> tuple[Dispatcher, Clock]:
@@ -84,7 +86,7 @@ async def test_a_replica_that_never_answered_is_frozen_after_a_bound_set_by_the_
     assert not r1.in_rotation and r1.stats.frozen and r1.stats.freeze_count == 1 and r1.stats.resent == 8
     assert r0.in_rotation and not r0.stats.frozen
     (episode,) = r1.stats.freezes
-    assert episode["at"] == clock.now and episode["resent"] == 8 and episode["owed"] >= OWED
+    assert episode["at"] == clock.now and episode["resent"] == 8 and episode["silent_s"] == pytest.approx(clock.now)
     await asyncio.sleep(0)
     assert all(t.cancelled() for t in tasks)
     assert all(d.freezes.resend(t) for t in tasks), "each cancel is the watch's own: the request is re-sent"
@@ -93,41 +95,46 @@ async def test_a_replica_that_never_answered_is_frozen_after_a_bound_set_by_the_
         p.cancel()
 
 
-async def test_a_replica_slower_than_the_others_is_judged_by_its_own_pace_and_a_pause_by_the_gaps_seen():
+@pytest.mark.parametrize(("old", "bound"), [(8, 3.0), (4, 6.0)])
+async def test_a_replica_that_answered_while_holding_requests_may_be_silent_for_the_fleets_slowest_gap(old, bound):
+    # Both replicas answer one request every 0.1 s while holding 8 (0.8 s a request in flight), but replica 0
+    # once paused 1.5 s (12 s a request in flight): the slow end x factor (2) / the requests replica 1 held
+    # at its last answer is how long it may stay silent: 3 s with 8 of them, 6 s with 4 (the rest came after).
     d, clock = fleet()
     r0, r1 = d.replicas
     clock.now = 100.0
-    answers(d, r0, [1.0] * 32, gap=0.05)  # the fleet: 1 s answers, one every 50 ms
+    answers(d, r0, [1.0] * 16, gap=0.1)
+    clock.now += 1.5
+    answers(d, r0, [2.0], gap=1.5)  # the pause, with that request in flight throughout
+    answers(d, r1, [1.0] * 16, gap=0.1)
+    last = r1.stats.last_answer_at
+    await held(r1, old, sent=last - 0.5)
+    await held(r1, 8 - old, sent=last + 0.2)
+    for at, frozen in ((bound - 0.1, False), (bound + 0.1, True)):
+        clock.now = last + at
+        answers(d, r0, [1.0], gap=0.01)
+        d.freezes.check(never)
+        assert r1.stats.frozen is frozen and r1.in_rotation is not frozen, at
+    assert r1.stats.freezes[-1]["bound_s"] == pytest.approx(bound)
+    for p in list(d.freezes._probes.values()):
+        p.cancel()
+
+
+async def test_a_replica_slower_than_the_others_is_judged_by_its_own_pace_when_it_has_one():
+    d, clock = fleet()
+    r0, r1 = d.replicas
+    clock.now = 100.0
+    answers(d, r0, [1.0] * 32, gap=0.05)  # the fleet: 1 s answers
     answers(d, r1, [6.0] * 32, gap=0.6)  # replica 1 answers too, 6x slower
-    await held(r1, 8, sent=clock.now - 1.0)
-    clock.now += 4.5  # silent for 4.5 s: its requests are 5.5 s old, long past the fleet's 1 s x 2, not its 6 s x 2
+    await held(r1, 8, sent=clock.now + 0.5)  # then it gets 8 requests at once, after its last answer
+    clock.now += 4.5  # 4 s later: twice the fleet's answers, but less than twice its own
     answers(d, r0, [1.0], gap=0.01)
     d.freezes.check(never)
     assert r1.in_rotation and not r1.stats.frozen
     d.freezes._paces.pop(id(r1))  # the same replica with no pace of its own is judged by the fleet's: frozen
     d.freezes.check(never)
     assert not r1.in_rotation and r1.stats.frozen
-
-    # A replica whose gaps between answers run long (a prefill pause) widens the least silence for all.
-    d2, clock2 = fleet()
-    a, b = d2.replicas
-    clock2.now = 100.0
-    answers(d2, a, [0.5] * 16, gap=0.05)
-    clock2.now += 3.0
-    answers(d2, a, [3.5], gap=3.0)  # a pause of 3 s between two answers, with that request in flight throughout
-    clock2.now += 0.2
-    answers(d2, a, [0.5] * 4, gap=0.05)
-    await held(b, 8, sent=clock2.now)
-    assert d2.freezes.min_silence() == pytest.approx(6.0)
-    clock2.now += 5.0
-    answers(d2, a, [0.5], gap=0.01)
-    d2.freezes.check(never)
-    assert b.in_rotation, "5 s of silence is less than 2x the 3 s pause the fleet showed"
-    clock2.now += 1.5
-    answers(d2, a, [0.5], gap=0.01)
-    d2.freezes.check(never)
-    assert not b.in_rotation and b.stats.frozen
-    for p in list(d2.freezes._probes.values()):
+    for p in list(d.freezes._probes.values()):
         p.cancel()
 
 
@@ -328,7 +335,7 @@ def test_status_the_job_file_and_the_metrics_name_a_frozen_replica():
     stats.replicas = [ReplicaStats(0, "http://h:30000", 8), ReplicaStats(1, "http://h:30001", 8)]
     r1 = stats.replicas[1]
     r1.frozen, r1.freeze_count, r1.resent = True, 1, 8
-    r1.freezes.append({"at": 12.0, "silent_s": 2.5, "owed": 8.0, "resent": 8})
+    r1.freezes.append({"at": 12.0, "silent_s": 2.5, "bound_s": 2.0, "resent": 8})
     clock.now = 20.0
     frozen = _frozen(stats)
     assert set(frozen) == {"http://h:30001"} and frozen["http://h:30001"].now

@@ -61,8 +61,8 @@ def describe_freezes(frozen: dict[str, Any]) -> str:
             else "not back by the end of the run"
         )
         parts.append(
-            f"at {f['at_s']:.1f}s (no answer for {f['silent_s']:.1f}s while the others answered; it owed "
-            f"{f['owed']:.0f} answers at their pace): {f['resent']} request(s) re-sent, {back}"
+            f"at {f['at_s']:.1f}s (no answer for {f['silent_s']:.1f}s while the others answered; the bound "
+            f"their pace set: {f['bound_s']:.1f}s): {f['resent']} request(s) re-sent, {back}"
         )
     more = f" (the last 3 of {frozen['count']})" if frozen["count"] > 3 else ""
     return f"was frozen {frozen['count']} time(s){more}: " + "; ".join(parts)

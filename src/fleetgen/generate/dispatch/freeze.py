@@ -4,18 +4,21 @@ A hung engine (a wedged GPU, a SIGSTOPped process) fails nothing: its requests j
 The per-request stall bound (stall.py) needs the replica's own pace, which a replica that froze
 before its first answer never had; hedging waits for the tail. So a freeze cost minutes.
 
-The evidence here is the fleet's. Each request a replica holds has an age; the other replicas'
-recent answer latencies say how likely a request of that age is to have been answered by now.
-Summed over its requests over its silence (its ages scaled down by `factor`, a margin for a slower
-replica; by its own latencies where it has answered enough and they are slower), that is the
-number of answers it owes. Once it owes OWED, has given none for at least `factor` x the longest
-recent gap between two answers of any replica (an engine's prefill pause, an event-loop hiccup; at
-least MIN_SILENCE_S), and another replica went on answering for that long into its silence, it is
-frozen: every request it holds
-is cancelled (its connection closed) and re-sent at once to the others, and it takes no work until
-a probe (a 1-token completion, with a short timeout, backed off) answers; then it rejoins. With
-many requests in flight the bound is a few of its usual gaps (seconds), and for a replica that has
-just been given its first requests it is about `factor` x the fleet's fast answers.
+The evidence here is the fleet's pace, read two ways, both slowed by `factor` for margin:
+- A replica that has answered while holding its requests answers, at the fleet's pace, about once
+  per (seconds per answer x requests in flight) / (its requests in flight). Each gap between two
+  answers of any replica, times the requests its replica held, is a sample of that; their slow end
+  (a prefill pause, lockstep waves and the like show there) x `factor` / the requests it holds that
+  were in flight at its last answer is how long it may stay silent. With 64 in flight that is seconds.
+- A replica that has not answered since it was given its requests (a burst after being idle, or no
+  answer yet in this run) owes answers by their ages: the share of the other replicas' recent
+  answers that took less than a request's age / `factor` (its own, where it has answered enough and
+  they are slower), summed over its requests over its silence. It is frozen once it owes OWED: about
+  `factor` x the fleet's fast answers after it got them.
+Either way it must have been silent MIN_SILENCE_S at least, and another replica must have gone on
+answering well into its silence (its later half). Then it is frozen: every request it holds is
+cancelled (its connection closed) and re-sent at once to the others, and it takes no work until a
+probe (a 1-token completion, with a short timeout, backed off) answers; then it rejoins.
 
 When every replica holding requests is silent, no one replica's silence says anything about it:
 it is the job's problem (the network, this host, a shared device). That is said once per episode,
@@ -41,13 +44,13 @@ from fleetgen.generate.observe.stats import Clock
 
 log = logging.getLogger(__name__)
 
-OWED = 3.0  # answers a replica must owe, at the fleet's pace slowed by the factor, before it is called frozen
+OWED = 3.0  # answers owed by their ages, at the fleet's pace slowed by the factor, that make a replica frozen
 MIN_OBSERVED = 8  # answers of the other replicas before their pace says anything
 MIN_SILENCE_S = 2.0  # never less silence than this (the client's own event loop can pause that long on a busy host)
 LATENCIES = 128  # recent answer latencies kept per replica
-GAPS = 64  # recent gaps between two answers kept per replica
+GAPS = 256  # recent gaps between two answers kept per replica
 CHECK_S = 0.5  # how often the replicas are looked at
-PROBE_FIRST_S, PROBE_MAX_S = 1.0, 30.0  # the probe's first wait, doubled after each unanswered probe
+PROBE_FIRST_S, PROBE_MAX_S = 1.0, 15.0  # the probe's first wait, doubled after each unanswered probe
 PROBE_TIMEOUT_MIN_S = 5.0
 QUIET_S = 30.0  # the fleet's silence that is said when no pace is known yet
 EPISODES = 20  # freezes kept per replica for stats.json (the count is kept whole)
@@ -72,13 +75,13 @@ class Fleet(Protocol):
 
 
 class _Pace:
-    """One replica's recent answer latencies and the gaps between its answers."""
+    """One replica's recent answer latencies, and its gaps between two answers x the requests it held."""
 
     __slots__ = ("latencies", "gaps")
 
     def __init__(self) -> None:
         self.latencies: deque[float] = deque(maxlen=LATENCIES)
-        self.gaps: deque[float] = deque(maxlen=GAPS)
+        self.gaps: deque[float] = deque(maxlen=GAPS)  # seconds per answer per request in flight
 
 
 class FreezeWatch:
@@ -102,10 +105,10 @@ class FreezeWatch:
             pace = self._paces[id(r)] = _Pace()
         pace.latencies.append(now - started)
         prev = r.stats.last_answer_at
-        # A gap between two answers while it held this request; the wait for the first answer after it was
-        # idle is a latency, not a gap (a burst of requests all finish about together).
+        # A gap between two answers while it held this request (the wait for the first answer after it was
+        # idle is a latency, not a gap: a burst of requests finish about together), x the requests it held.
         if prev is not None and prev >= started:
-            pace.gaps.append(now - prev)
+            pace.gaps.append((now - prev) * r.stats.outstanding)
 
     def resend(self, task: asyncio.Task | None) -> bool:
         """A request's await was cancelled: True when this watch did it, alone (re-send it; see Frozen)."""
@@ -143,20 +146,27 @@ class FreezeWatch:
         self.fleet_silence(now)
 
     def frozen(self, r: Replica, live: Sequence[Replica], now: float) -> tuple[float, float] | None:
-        """(silence, answers owed) when `r` is frozen by the fleet's pace; None while it may just be slow."""
+        """(silence, its bound) when `r` is frozen by the fleet's pace; else None."""
         if not r.inflight:
             return None
         oldest = next(iter(r.inflight.values()))
         last = r.stats.last_answer_at
         start = oldest if last is None else max(last, oldest)
-        silence, least = now - start, self.min_silence()
+        silence = now - start
         others = [x for x in live if x is not r and x.in_rotation]
-        # Others went on answering well into its silence, and lately: had they stopped too (about when it did,
-        # or since), it would be the fleet's problem, not its own.
-        after = max(start + least, now - least)
-        if silence < least or not any((x.stats.last_answer_at or -1e300) > after for x in others):
+        # Others went on answering well into its silence: had they stopped about when it did, it would be the
+        # fleet's problem (fleet_silence), not its own.
+        after = start + max(MIN_SILENCE_S, silence / 2)
+        if silence < MIN_SILENCE_S or not any((x.stats.last_answer_at or -1e300) > after for x in others):
             return None
-        fleet = sorted(v for x in others for v in self._pace(x).latencies)
+        if last is not None and last >= oldest:  # it answered while holding these: its rate
+            gaps = [g for x in live for g in self._pace(x).gaps]
+            if len(gaps) < MIN_OBSERVED:
+                return None
+            held = sum(1 for sent in r.inflight.values() if sent <= last)
+            bound = max(MIN_SILENCE_S, self.factor * max(gaps) / held)
+            return (silence, bound) if silence >= bound else None
+        fleet = sorted(v for x in others for v in self._pace(x).latencies)  # no answer since it got them: ages
         if len(fleet) < MIN_OBSERVED:
             return None
         own = sorted(self._pace(r).latencies)
@@ -165,34 +175,29 @@ class FreezeWatch:
         owed = 0.0
         for sent in r.inflight.values():
             owed += _done_by(fleet, own, (now - sent) / f) - _done_by(fleet, own, (start - sent) / f)
-        return (silence, owed) if owed >= OWED else None
+        return (silence, silence) if owed >= OWED else None
 
-    def min_silence(self) -> float:
-        """The least silence that can mean a freeze: `factor` x the longest recent gap between two answers."""
-        gaps = [max(p.gaps) for p in self._paces.values() if p.gaps]
-        return max(MIN_SILENCE_S, self.factor * max(gaps, default=0.0))
-
-    def freeze(self, r: Replica, now: float, silence: float, owed: float) -> None:
+    def freeze(self, r: Replica, now: float, silence: float, bound: float) -> None:
         """Take `r` out of rotation and cancel every request it holds (each is re-sent at once)."""
         s = r.stats
         s.in_rotation = False
         s.frozen = True
         r.retry_at = float("inf")  # no half-open request from the job: the probe brings it back
         held = list(r.inflight)
-        s.freezes.append({"at": now, "silent_s": round(silence, 2), "owed": round(owed, 1), "resent": len(held)})
+        s.freezes.append({"at": now, "silent_s": round(silence, 2), "bound_s": round(bound, 2), "resent": len(held)})
         del s.freezes[:-EPISODES]
         s.freeze_count += 1
         s.resent += len(held)
         log.warning(
-            "replica %d (%s) is frozen: no answer for %.1fs while the other replicas answered; at their pace it "
-            "owed %.0f of its %d request(s) (x%g margin). Its requests are re-sent to the others now; it takes no "
-            "work until a probe answers",
+            "replica %d (%s) is frozen: no answer for %.1fs while the other replicas answered (the bound their pace "
+            "sets, x%g margin: %.1fs). Its %d request(s) are re-sent to the others now; it takes no work until a "
+            "probe answers",
             r.index,
             r.endpoint,
             silence,
-            owed,
-            len(held),
             self.factor,
+            bound,
+            len(held),
         )
         for task in held:
             if not task.done():
@@ -257,7 +262,7 @@ class FreezeWatch:
         start = oldest if last is None else max(last, oldest)
         latencies = sorted(v for p in self._paces.values() for v in p.latencies)
         if len(latencies) >= MIN_OBSERVED:
-            bound = max(self.min_silence(), self.factor * latencies[int(0.9 * (len(latencies) - 1))])
+            bound = max(MIN_SILENCE_S, self.factor * latencies[int(0.9 * (len(latencies) - 1))])
         else:
             bound = QUIET_S
         if now - start < bound:

@@ -65,7 +65,7 @@ class ReplicaStats:
     silent_moved: int = 0
     stall_after_s: float = 10.0  # silence this long, with requests unanswered, is "stopped answering"
     # Declared frozen by the fleet's pace (freeze.py): out of rotation now, times so far, requests re-sent from
-    # it, and its last few freezes ({"at", "silent_s", "owed", "resent", "rejoined_at"}, clock times).
+    # it, and its last few freezes ({"at", "silent_s", "bound_s", "resent", "rejoined_at"}, clock times).
     frozen: bool = False
     freeze_count: int = 0
     resent: int = 0
@@ -197,7 +197,7 @@ class Stats:
                 {
                     "at_s": self.run_time(f["at"]),
                     "silent_s": f["silent_s"],
-                    "owed": f["owed"],
+                    "bound_s": f["bound_s"],
                     "resent": f["resent"],
                     "rejoined_at_s": self.run_time(f.get("rejoined_at")),
                 }
