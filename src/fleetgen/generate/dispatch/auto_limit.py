@@ -21,7 +21,9 @@ requests. The controller keeps the engine busy with a short queue and no preempt
 - otherwise, while we are what limits it (our in-flight requests at the limit), the limit grows:
   doubling until the first sign of congestion (slow start), then by `grow_fraction` a reading,
   never past what the KV cache would hold at the usage it reports now (`kv_target`), and, once the
-  engine queues some, only by what fills its queue up to the target.
+  engine queues some, only by what fills its queue up to the target;
+- never past the ceiling: the policy's, or less where the engine states a batch size past which it
+  runs slower (`bound`: an SGLang server's CUDA-graph batch size, graph_bound.py).
 
 Pure logic with an injected clock: the poller (load_poll.py) feeds it readings, tests feed it
 synthetic ones.
@@ -76,7 +78,10 @@ class LimitController:
     def __init__(self, start: int, policy: LimitPolicy = LimitPolicy(), clock: Clock = time.monotonic) -> None:
         self.policy = policy
         self.clock = clock
-        self.limit = min(max(start, policy.floor), policy.ceiling)
+        # The most this replica may hold: the policy's, or less where its engine says more would be slower
+        # (bound(): an SGLang server decodes a batch past its CUDA-graph size without graphs).
+        self.ceiling = policy.ceiling
+        self.limit = min(max(start, policy.floor), self.ceiling)
         self.slow_start = True
         self.congested_at: int | None = None  # the level that last preempted: approached slowly
         self._cut_at: float | None = None
@@ -84,6 +89,13 @@ class LimitController:
         self._preempted_at: float | None = None
         self._running: float | None = None  # what the engine ran at the previous reading
         self.last_reason = "start"
+
+    def bound(self, ceiling: int) -> None:
+        """Never hold more than `ceiling` here (at least the floor); a limit above it comes down now."""
+        self.ceiling = max(self.policy.floor, min(self.policy.ceiling, ceiling))
+        if self.limit > self.ceiling:
+            self.limit = self.ceiling
+            self.last_reason = "engine bound"
 
     def _cut(self, to: int, reason: str) -> None:
         self.limit = max(self.policy.floor, min(self.limit, to))
@@ -144,7 +156,7 @@ class LimitController:
         if target is not None and target > self.limit and (queued or not settled) and self.congested_at is None:
             # The engine runs more of ours than the limit (a cut made while its batch was filling slowly):
             # the limit follows it. Not after a preemption: what runs then is more than its cache holds.
-            self.limit = min(target, p.ceiling)
+            self.limit = min(target, self.ceiling)
             self.last_reason = "engine runs more"
             return self.limit
         if queued:
@@ -177,7 +189,7 @@ class LimitController:
         elif kv is not None and kv > 0:
             # At steady state KV use scales with requests held: do not grow past what would fill kv_target.
             grow = min(grow, max(1, math.floor(self.limit * (p.kv_target / kv - 1))))
-        self.limit = min(p.ceiling, self.limit + grow)
+        self.limit = min(self.ceiling, self.limit + grow)
         self._grew_at = self.clock()
         self.last_reason = "grow"
         return self.limit

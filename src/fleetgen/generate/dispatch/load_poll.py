@@ -26,6 +26,7 @@ from fleetgen.fleet.engines.base import Engine, Metrics
 from fleetgen.fleet.probe import auth_headers
 from fleetgen.generate.dispatch.auto_limit import LimitController, LimitPolicy, Reading
 from fleetgen.generate.dispatch.dispatcher import Dispatcher
+from fleetgen.generate.dispatch.graph_bound import read_graph_batch_size
 from fleetgen.generate.dispatch.replica import Replica
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,7 @@ class _Source:
     told: bool = False
     eviction: tuple[float, float] | None = None  # (the engine's eviction seconds, our clock) at the previous reading
     told_eviction: bool = False
+    bounded: bool = False  # the engine's own bound on what is worth holding was asked for (graph_bound.py)
 
 
 def engine_of_page(text: str) -> Engine | None:
@@ -91,7 +93,7 @@ class LoadPoller:
 
     def ramping(self) -> bool:
         """Some replica's limit is still in slow start below the ceiling: read it more often."""
-        return any(c.slow_start and c.limit < c.policy.ceiling for c in self.controllers)
+        return any(c.slow_start and c.limit < c.ceiling for c in self.controllers)
 
     async def poll_one(self, http: aiohttp.ClientSession, index: int) -> None:
         replica = self.dispatcher.replicas[index]
@@ -109,6 +111,9 @@ class LoadPoller:
                     f"{replica.window} in flight there"
                 )
             return
+        if not src.bounded and src.engine is not None and src.engine.name == "sglang":
+            src.bounded = True
+            await self.bound(http, index, src.endpoint)
         reading = self.reading(src, metrics)
         replica.stats.engine_running = reading.running
         replica.stats.engine_waiting = reading.waiting
@@ -119,6 +124,18 @@ class LoadPoller:
             return  # replaced while we read: its controller starts from the next poll
         limit = self.controllers[index].update(reading, replica.outstanding)
         self.dispatcher.set_window(index, limit)
+
+    async def bound(self, http: aiohttp.ClientSession, index: int, endpoint: str) -> None:
+        """Hold no more on an SGLang replica than it decodes with CUDA graphs (graph_bound.py); said once."""
+        size = await read_graph_batch_size(http, endpoint)
+        if size is None or size >= self.controllers[index].ceiling:
+            return
+        self.controllers[index].bound(size)
+        log.info(
+            f"{endpoint}: SGLang decodes batches past {size} without CUDA graphs (slower per token); --concurrency "
+            f"auto holds at most {self.controllers[index].ceiling} there (raise the server's --cuda-graph-max-bs "
+            "for larger batches)"
+        )
 
     def eviction(self, src: _Source, m: Metrics, replica: Replica) -> None:
         """Add the engine's time spent evicting its prefix cache to the replica's stats; say so once when it is
