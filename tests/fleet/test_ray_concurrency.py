@@ -195,4 +195,6 @@ def test_local_down_stops_every_replica_at_once(tmp_path):
     stopped = down(tmp_path, grace_s=GRACE_S)
     took = time.monotonic() - t0
     assert stopped == 3 and all(p.poll() is not None for p in procs)
-    assert GRACE_S * 0.9 <= took < 1.8 * GRACE_S
+    # At once: any two stops one after the other take two graces, so anything under that is concurrent, and the
+    # whole grace is left for a loaded machine's process reaping (1.8 graces left it 2.4 s).
+    assert GRACE_S * 0.9 <= took < 2 * GRACE_S

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from helpers import assert_exactly_once, write_prompts
@@ -60,12 +61,20 @@ def test_persistent_500_becomes_a_row_error_with_the_servers_message(tmp_path):
     assert all("stand-in: scripted internal error" in e["reason"] and e["kind"] == "failed" for e in errors)
 
 
+def _stop_after_answers(server: StandinServer, answers: int) -> None:
+    """Stop the server once it has answered `answers` requests: mid-job by its own count, not after a fixed
+    time (a loaded machine could spend that long starting the job and record nothing before the stop)."""
+    while server.completed < answers:
+        time.sleep(0.005)
+    server.stop()
+
+
 def test_lost_fleet_stops_cleanly_and_a_resume_finishes_exactly_once(tmp_path):
     server = StandinServer(delay_per_token_s=0.02, max_concurrent=4)
     url = server.start()
     port = server.port
     write_prompts(tmp_path / "p.jsonl", 150)
-    threading.Timer(1.5, server.stop).start()
+    threading.Thread(target=_stop_after_answers, args=(server, 10), daemon=True).start()
     with pytest.raises(NoReplicaError, match="no replica has answered"):
         generate(cfg(tmp_path, [url], give_up_after_s=1.0, model="standin"), handle_signals=False)
     done_first = len((tmp_path / "out" / "results.jsonl").read_bytes().splitlines())
