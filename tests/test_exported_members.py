@@ -15,6 +15,7 @@ PACKAGES = [
     "fleetgen.mix",
     "fleetgen.generate",
     "fleetgen.export",
+    "fleetgen.capture",
     "fleetgen.run",
     "fleetgen.metrics",
 ]
