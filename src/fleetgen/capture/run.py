@@ -218,7 +218,7 @@ class CaptureRun:
             est = storage.estimate(
                 source.hidden_size, len(source.layers), cfg.dtype, tokens=summary.planned_tokens, rows=records
             )
-            log.info("storage: %s", storage.storage_line(est, f"{cfg.layers} {cfg.dtype}"))
+            log.info("storage: %s", storage.storage_line(est, cfg.layers))
             storage.check_disk(self.out, est.total, force=cfg.force)
             self.journal.event(
                 "start", backend=cfg.backend, already=summary.already, planned_tokens=summary.planned_tokens
