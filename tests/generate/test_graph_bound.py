@@ -29,6 +29,7 @@ VLLM_PAGE = (Path(__file__).resolve().parent / "fixtures" / "vllm-cpu-metrics.tx
 def test_the_graph_batch_size_is_read_from_server_info():
     assert SERVER_INFO["cuda_graph_max_bs"] == 256 and graph_batch_size(SERVER_INFO) == 256
     assert graph_batch_size({**SERVER_INFO, "disable_cuda_graph": True}) is None  # no graphs: nothing to stay under
+    assert graph_batch_size({**SERVER_INFO, "dp_size": 2}) == 512  # two schedulers, each with its graphs
     assert graph_batch_size({"model_path": "m"}) is None
     assert graph_batch_size({"cuda_graph_max_bs": None}) is None
     assert graph_batch_size([]) is None

@@ -19,11 +19,18 @@ SERVER_INFO_PATHS = ("/server_info", "/get_server_info")  # SGLang >= 0.5.6, and
 
 
 def graph_batch_size(info: object) -> int | None:
-    """The batch size up to which an SGLang server decodes with CUDA graphs; None where it runs without them."""
+    """The requests an SGLang server decodes with CUDA graphs at once (each of its `dp_size` schedulers has its
+    own graphs); None where it runs without them or does not say."""
     if not isinstance(info, dict) or info.get("disable_cuda_graph"):
         return None
-    size = info.get("cuda_graph_max_bs")
-    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
+    size, dp = info.get("cuda_graph_max_bs"), info.get("dp_size")
+    if not _positive(size):
+        return None
+    return size * dp if _positive(dp) else size
+
+
+def _positive(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
 
 
 async def read_graph_batch_size(http: aiohttp.ClientSession, endpoint: str) -> int | None:
