@@ -56,7 +56,7 @@ try:
 except Exception:
     s = {}
 print(json.dumps({"arm": name, "rc": rc, "rows": len(rows), "tokens": tk, "wall_s": wall, "tok_s": round(tk / wall, 1),
-                  "run_wall_s": s.get("wall_s"), "replicas": [{k: r.get(k) for k in ("window", "window_min", "window_max", "requests", "ok", "failures", "hedges")} for r in s.get("replicas", [])][:8]}))
+                  "run_wall_s": s.get("wall_s"), "replicas": [{k: r.get(k) for k in ("window", "window_range", "requests", "ok", "failures", "hedges")} for r in s.get("replicas", [])][:8]}))
 P
   grep -E "path|note|stopping|warm|compil" $d/gen.log | cut -c1-200 | head -8 | tee -a "$OUT/speed.log"
   head -30 $d/stacks.txt > $d/stacks-head.txt
