@@ -90,7 +90,6 @@ class FreezeWatch:
     def __init__(self, fleet: Fleet, factor: float) -> None:
         self.fleet = fleet
         self.factor = factor
-        self._paces: dict[int, _Pace] = {}  # by id(Replica): a replacement starts afresh
         self._cancelled: set[asyncio.Task] = set()  # requests this watch cancelled, not yet seen to end
         self._probes: dict[int, asyncio.Task] = {}
         self.fleet_silences: list[dict[str, Any]] = []  # the all-silent episodes, for stats.json
@@ -100,9 +99,9 @@ class FreezeWatch:
 
     def answered(self, r: Replica, started: float, now: float) -> None:
         """`r` answered a request sent at `started` (before its slot is returned: its last answer is still known)."""
-        pace = self._paces.get(id(r))
+        pace = r.pace  # on the replica, not in a dict: this runs per answer (a replacement starts afresh)
         if pace is None:
-            pace = self._paces[id(r)] = _Pace()
+            pace = r.pace = _Pace()
         pace.latencies.append(now - started)
         prev = r.stats.last_answer_at
         # A gap between two answers while it held this request (the wait for the first answer after it was
@@ -236,7 +235,7 @@ class FreezeWatch:
         s.answered(now)
         if s.freezes:
             s.freezes[-1]["rejoined_at"] = now
-        self._paces.pop(id(r), None)  # its pace before the freeze says nothing now
+        r.pace = None  # its pace before the freeze says nothing now
         log.warning(
             "replica %d (%s) rejoined: a probe answered in %.1fs, %.0fs after it was declared frozen",
             r.index,
@@ -260,7 +259,7 @@ class FreezeWatch:
             return
         oldest = min(next(iter(r.inflight.values())) for r in holding)
         start = oldest if last is None else max(last, oldest)
-        latencies = sorted(v for p in self._paces.values() for v in p.latencies)
+        latencies = sorted(v for r in self.fleet.replicas for v in self._pace(r).latencies)
         if len(latencies) >= MIN_OBSERVED:
             bound = max(MIN_SILENCE_S, self.factor * latencies[int(0.9 * (len(latencies) - 1))])
         else:
@@ -280,7 +279,10 @@ class FreezeWatch:
         )
 
     def _pace(self, r: Replica) -> _Pace:
-        return self._paces.get(id(r)) or _Pace()
+        return r.pace or _EMPTY
+
+
+_EMPTY = _Pace()
 
 
 def _done_by(fleet: list[float], own: list[float] | None, age: float) -> float:

@@ -26,6 +26,7 @@ class Replica:
         self.probing = False
         # Requests awaiting an answer here, in the order sent (task -> send time): what freeze.py reads and re-sends.
         self.inflight: dict[asyncio.Task | None, float] = {}
+        self.pace: object | None = None  # freeze.py's record of its recent answers
 
     @property
     def outstanding(self) -> int:
