@@ -116,7 +116,7 @@ FIELDS = {
         'timeout_per_token_s': (0.5, 'Seconds of request timeout added per token of budget.', ()),
         'stall_factor': (4.0, "A request unanswered for this many times what its replica's recent answers took per token (their 95th percentile) x its max_tokens is cancelled and re-sent, and the replica is named (stall.py).", ()),
         'stall_floor_s': (30.0, "The shortest such bound, whatever the replica's pace (queueing at the engine needs room).", ()),
-        'freeze_factor': (2.0, "A replica holding requests that answers none while the others answer is declared frozen once, even at 1/this of the other replicas' recent pace, it would have answered 3 of them (and after this many times the longest recent gap between answers): its requests are re-sent at once and it takes no work until a 1-token probe answers (freeze.py). 0 turns it off.", ()),
+        'freeze_factor': (2.0, "A replica holding requests that answers none while the others answer is declared frozen after this many times the silence the fleet's recent pace allows it (the slowest gap between two answers x the requests in flight, over the requests it holds; by its requests' ages if it has not answered since it got them): its requests are re-sent at once and it takes no work until a 1-token probe answers (freeze.py). 0 turns it off.", ()),
         'replica_failures': (3, 'Consecutive failures that take a replica out of rotation (it is retried later).', ()),
         'replica_cooldown_s': (5.0, 'First wait before an out-of-rotation replica is tried again.', ()),
         'give_up_after_s': (120.0, 'Stop cleanly (resumable) when no replica has answered for this long.', ()),

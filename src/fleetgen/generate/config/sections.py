@@ -84,10 +84,11 @@ class TransportConfig(Section):
         2.0,
         ge=0,
         description=(
-            "A replica holding requests that answers none while the others answer is declared frozen once, even at "
-            "1/this of the other replicas' recent pace, it would have answered 3 of them (and after this many times "
-            "the longest recent gap between answers): its requests are re-sent at once and it takes no work until "
-            "a 1-token probe answers (freeze.py). 0 turns it off."
+            "A replica holding requests that answers none while the others answer is declared frozen after this many "
+            "times the silence the fleet's recent pace allows it (the slowest gap between two answers x the requests "
+            "in flight, over the requests it holds; by its requests' ages if it has not answered since it got them): "
+            "its requests are re-sent at once and it takes no work until a 1-token probe answers (freeze.py). 0 turns "
+            "it off."
         ),
     )
     replica_failures: int = Field(
