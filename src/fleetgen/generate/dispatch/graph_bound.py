@@ -3,10 +3,10 @@
 SGLang admits every request its KV pool holds (it reports no queue until the pool is full), so the
 auto limit grows to its ceiling (1,024) there. But SGLang decodes a batch larger than its
 `cuda_graph_max_bs` (256 on an H100 or H200 at TP 1, chosen by the server from the GPU's memory)
-without CUDA graphs, each step launched from Python: a plain client's own sweep on an H100 ran
-0.89x (176M model) and 0.72x (~3.8B) at 512-1,024 in flight what it ran at 256 (BENCHMARKS.md,
-"the chat path at parity"). The server states the size in /server_info, so a replica's limit stops
-there; a job that wants larger batches raises the server's `--cuda-graph-max-bs`, and the limit follows.
+without CUDA graphs, each step launched from Python, and a plain client's own sweep on an H100 ran
+slower at 512 and 1,024 in flight than at 256 on both models measured (BENCHMARKS.md, "the chat path
+at parity"). The server states the size in /server_info, so a replica's limit stops there; a job that
+wants larger batches raises the server's `--cuda-graph-max-bs`, and the limit follows.
 """
 
 from __future__ import annotations
