@@ -51,10 +51,9 @@ def fleet_capture_args(model: str, spec: str, staging: Path, draft_layers: int =
     """(flags, layers) for `fleetgen up --capture-layers SPEC`: presets or lists joined by `+` serve their union
     (eagle3+dflash: one fleet for both; a capture keeps the layers it asks for)."""
     from fleetgen.capture.layers import resolve_layers
-    from fleetgen.capture.source import model_shape
-    from fleetgen.models.registry import resolve_model
+    from fleetgen.capture.shape import read_shape
 
-    num_layers, _ = model_shape(resolve_model(model, prepare=False))
+    num_layers = read_shape(model, hint="pass --model PATH (the target model's directory)").num_layers
     layers = sorted({k for part in spec.split("+") for k in resolve_layers(part, num_layers, draft_layers)})
     staging.mkdir(parents=True, exist_ok=True)
     return capture_engine_args(layers, staging.resolve()), layers

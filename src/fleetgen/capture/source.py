@@ -15,6 +15,7 @@ from fleetgen.capture.backends.base import Backend
 from fleetgen.capture.config import CaptureConfig
 from fleetgen.capture.fleet_args import served_layers
 from fleetgen.capture.layers import dflash_target_layers, parse_layers, resolve_layers
+from fleetgen.capture.shape import read_shape
 from fleetgen.errors import ConfigError, FleetError
 
 
@@ -71,18 +72,6 @@ class Source:
         )
 
 
-def model_shape(path: str) -> tuple[int, int]:
-    """(num_hidden_layers, hidden_size) of a model directory (its text config for a multimodal one)."""
-    from transformers import AutoConfig
-
-    try:
-        config = AutoConfig.from_pretrained(path)
-    except Exception as e:  # OSError, ValueError for a path without a config
-        raise ConfigError(f"cannot read the model config at {path}: {e}", hint="pass --model PATH") from None
-    config = getattr(config, "text_config", None) or config
-    return int(config.num_hidden_layers), int(config.hidden_size)
-
-
 def _fleet(cfg: CaptureConfig) -> tuple[list[str], str, str, list[int] | None]:
     """(endpoints, model path, served name, layers) of a capture fleet's state."""
     from fleetgen.fleet import read_state
@@ -116,7 +105,8 @@ def resolve_source(cfg: CaptureConfig) -> Source:
         path = resolve_model(model, prepare=False)
     except Exception as e:  # ModelError: keep its message, name the flag
         raise ConfigError(f"model {model!r}: {e}", hint="pass --model PATH (the target model's directory)") from None
-    num_layers, hidden = model_shape(path)
+    shape = read_shape(path, hint="pass --model PATH (the target model's directory)")
+    num_layers, hidden = shape.num_layers, shape.hidden_size
     layers = resolve_layers(cfg.layers, num_layers, cfg.draft_layers)
     if cfg.server_layers:
         server_layers = resolve_layers(cfg.server_layers, num_layers, cfg.draft_layers)

@@ -8,25 +8,15 @@ config.json, read locally (never from a hub), or from --hidden-size/--num-layers
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from fleetgen.capture import storage
 from fleetgen.capture.layers import PRESETS, resolve_layers
-from fleetgen.errors import ConfigError, ModelError
+from fleetgen.capture.shape import SHAPE_HINT, ModelShape, read_shape
+from fleetgen.errors import ConfigError
 from fleetgen.run.config import JobConfig
 from fleetgen.run.job_plan import Warmup, job_rows
 
 DTYPES = ("bf16", "fp8")
-SHAPE_HINT = "pass --hidden-size H --num-layers N (the text model's hidden_size and num_hidden_layers)"
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    """The target's decoder: layers and hidden size, and where they were read."""
-
-    num_layers: int
-    hidden_size: int
-    source: str
 
 
 @dataclass(frozen=True)
@@ -54,24 +44,8 @@ def model_shape(model: str | None, *, hidden_size: int | None = None, num_layers
         return ModelShape(num_layers, hidden_size, "--hidden-size/--num-layers")
     if not model:
         raise ConfigError("no model to read the shape from (the job names none)", hint=SHAPE_HINT)
-    from fleetgen.doctor.modelinfo import read_model
-    from fleetgen.models.registry import EMBEDDED_MODELS, resolve_model
-
-    try:
-        path = Path(resolve_model(model, prepare=False))
-        cfg = read_model(path).config
-    except ModelError as e:
-        raise ConfigError(f"cannot read the shape of {model}: {e.message}", hint=SHAPE_HINT) from None
-    except (OSError, ValueError):
-        where = (
-            "a hub id: plan reads no hub" if model not in EMBEDDED_MODELS and not path.exists() else "no config.json"
-        )
-        raise ConfigError(f"cannot read the shape of {model} ({where})", hint=SHAPE_HINT) from None
-    try:
-        layers, hidden = int(cfg["num_hidden_layers"]), int(cfg["hidden_size"])
-    except (KeyError, TypeError, ValueError):
-        raise ConfigError(f"{path}/config.json has no num_hidden_layers and hidden_size", hint=SHAPE_HINT) from None
-    return ModelShape(num_layers or layers, hidden_size or hidden, f"{path}/config.json")
+    read = read_shape(model)
+    return ModelShape(num_layers or read.num_layers, hidden_size or read.hidden_size, read.source)
 
 
 def plan_storage(

@@ -47,9 +47,8 @@ class CaptureStage(Stage):
     async def _capture_fleet(self) -> Path:
         """A fleet like the job's, started with the capture flags for the section's layers."""
         from fleetgen.capture import capture_engine_args, resolve_layers
-        from fleetgen.capture.source import model_shape
+        from fleetgen.capture.shape import read_shape
         from fleetgen.fleet import up
-        from fleetgen.models.registry import resolve_model
 
         fleet, section = self.ctx.job.fleet, self.ctx.job.capture
         if fleet is None or fleet.engine != "vllm":
@@ -57,7 +56,7 @@ class CaptureStage(Stage):
                 "capture with backend vllm needs a vllm fleet section or capture.endpoints",
                 hint="set capture.backend: transformers, or give capture.endpoints of capture servers",
             )
-        n, _ = await asyncio.to_thread(model_shape, resolve_model(section.model or fleet.model, prepare=False))  # type: ignore[union-attr]
+        n = (await asyncio.to_thread(read_shape, section.model or fleet.model)).num_layers  # type: ignore[union-attr]
         layers = resolve_layers(section.layers, n, section.draft_layers)  # type: ignore[union-attr]
         state_dir = self.ctx.workdir / "capture-fleet"
         staging = self.ctx.workdir / "capture-staging"
