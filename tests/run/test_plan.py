@@ -106,7 +106,7 @@ def test_plan_storage_counts_the_warmups_prompt_tokens_and_reads_no_hub(tmp_path
     from fleetgen.run.capture_plan import model_shape, plan_job_storage
 
     job = load_job(_job(tmp_path, rows=10, fleet="fleet:\n  model: some-org/some-model\n  replicas: 1\n"))
-    with pytest.raises(ConfigError, match="plan reads no hub") as e:
+    with pytest.raises(ConfigError, match="reads no hub") as e:
         plan_job_storage(job)
     assert "--hidden-size" in (e.value.hint or "")
     stats = tmp_path / "stats.json"
