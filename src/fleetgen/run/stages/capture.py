@@ -61,9 +61,10 @@ class CaptureStage(Stage):
         state_dir = self.ctx.workdir / "capture-fleet"
         staging = self.ctx.workdir / "capture-staging"
         staging.mkdir(parents=True, exist_ok=True)
-        cfg = fleet.model_copy(
-            update={"state_dir": state_dir, "engine_args": [*fleet.engine_args, *capture_engine_args(layers, staging)]}
-        )
+        update = {"state_dir": state_dir, "engine_args": [*fleet.engine_args, *capture_engine_args(layers, staging)]}
+        if self.ctx.keep_fleet:  # the generate fleet still holds its ports
+            update["port_base"] = min(fleet.port_base + 100, 65000 - (fleet.replicas or 1))
+        cfg = fleet.model_copy(update=update)
         self.ctx.say("capture", "info", f"starting a capture fleet in {state_dir} (layers {layers})")
         await up(cfg)
         return state_dir
