@@ -7,8 +7,10 @@ connector (`fleetgen.capture.connector`, loaded by vLLM's `kv_connector_module_p
 talk to that same server: the race is between the clients (what they send, how they write and resume),
 not between connectors. speculators' CLI has no connector option: the connector is the server's.
 
-Rows: a `fleetgen generate` run with token ids (`--rows`, or made here from `--prompts` on a plain
-replica first). Arm A, fleetgen: `fleetgen capture ROWS -o OUT --layers eagle3 --dtype bf16 --endpoint URL`.
+Rows: a `fleetgen generate` run with token ids (`--rows`), or `--fixture-copies N` copies of the committed
+real SmolLM2 run with each turn's ids as generate records them, or made here from `--prompts` on a plain
+replica first (slow on a loaded box).
+Arm A, fleetgen: `fleetgen capture ROWS -o OUT --layers eagle3 --dtype bf16 --endpoint URL`.
 Arm B, speculators: `speculators generate-offline-data --preprocessed-data DATA --output DIR --endpoint
 URL`, where DATA is a copy of the Arrow dataset fleetgen wrote (the same rows, the same ids, in the same
 order; speculators' `prepare-data` would shuffle them and split every multi-turn answer into one row per
@@ -24,7 +26,7 @@ one pass).
 
 Run it under an engine slot (it starts one replica at a time):
 
-    bash /tmp/engine-slot.sh .venv/bin/python bench/capture_race.py --work /tmp/race --prompts PROMPTS
+    bash /tmp/engine-slot.sh .venv/bin/python bench/capture_race.py --work /tmp/race --fixture-copies 1
     bash /tmp/engine-slot.sh .venv/bin/python bench/capture_race.py --work /tmp/race --stock
 """
 
@@ -126,40 +128,13 @@ class Server:
 
 
 def fleetgen_cmd(rows: Path, out: Path, url: str, concurrency: int) -> list[str]:
-    return [
-        PY,
-        "-m",
-        "fleetgen.cli.app",
-        "capture",
-        str(rows),
-        "-o",
-        str(out),
-        "--layers",
-        "eagle3",
-        "--dtype",
-        "bf16",
-        "--endpoint",
-        url + "/v1",
-        "--concurrency",
-        str(concurrency),
-    ]
+    args = ["capture", str(rows), "-o", str(out), "--layers", "eagle3", "--dtype", "bf16", "--model", "smollm2"]
+    return [PY, "-m", "fleetgen.cli.app", *args, "--endpoint", url, "--concurrency", str(concurrency)]
 
 
 def speculators_cmd(data: Path, out: Path, url: str, concurrency: int) -> list[str]:
-    return [
-        PY,
-        "-m",
-        "speculators",
-        "generate-offline-data",
-        "--preprocessed-data",
-        str(data),
-        "--output",
-        str(out),
-        "--endpoint",
-        url + "/v1",
-        "--concurrency",
-        str(concurrency),
-    ]
+    args = ["generate-offline-data", "--preprocessed-data", str(data), "--output", str(out)]
+    return [PY, "-m", "speculators", *args, "--endpoint", url + "/v1", "--concurrency", str(concurrency)]
 
 
 def hs_dir(tool: str, out: Path) -> Path:
@@ -301,6 +276,39 @@ def make_rows(args: argparse.Namespace, work: Path) -> Path:
     return rows
 
 
+def rows_from_fixture(work: Path, copies: int) -> Path:
+    """A results dir from the committed real SmolLM2 run, with each assistant turn's ids as generate records them.
+
+    That run predates recorded ids; each turn's prompt ids are the chat template over the messages before
+    it (generation prompt added) and its completion ids the answer's tokens and <|im_end|>. `copies` copies
+    under new ids (prefix caching is off on the race's server, so each copy is computed in full).
+    """
+    from fleetgen.export import load_tokenizer
+    from fleetgen.rows.token_ids import TurnIds, TurnIdsLog
+
+    rows = work / f"rows-fixture-x{copies}"
+    if (rows / "results.jsonl").exists():
+        return rows
+    tok = load_tokenizer("smollm2")
+    end = tok.convert_tokens_to_ids("<|im_end|>")
+    src = ROOT / "tests/export/fixtures/smollm2-run/results.jsonl"
+    recs = [json.loads(x) for x in src.read_text().splitlines() if x.strip()]
+    rows.mkdir(parents=True, exist_ok=True)
+    with (rows / "results.jsonl").open("w") as f:
+        for k in range(copies):
+            for rec in recs:
+                log = TurnIdsLog()
+                msgs = rec["messages"]
+                for j, m in enumerate(msgs):
+                    if m["role"] != "assistant":
+                        continue
+                    text = tok.apply_chat_template(msgs[:j], tokenize=False, add_generation_prompt=True)
+                    p = tok(text, add_special_tokens=False)["input_ids"]
+                    log.add(TurnIds(p, tok(m["content"] or "", add_special_tokens=False)["input_ids"] + [end]))
+                f.write(json.dumps({**rec, "id": f"{rec['id']}~{k}", "token_ids": log.record()}) + "\n")
+    return rows
+
+
 def stock(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """vLLM's own connector on CPU, driven by speculators' client over a few rows: what happens."""
     data = work / "stock-data"
@@ -370,7 +378,7 @@ def kill_trial(tool: str, cmd_for, out: Path, data: Path, srv: Server, staging: 
 
 
 def race(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    rows = args.rows or make_rows(args, work)
+    rows = args.rows or (rows_from_fixture(work, args.fixture_copies) if args.fixture_copies else make_rows(args, work))
     staging = work / "staging"
     shutil.rmtree(staging, ignore_errors=True)
     srv = Server(work, free_port_base(1, 23200), staging, "fleetgen")
@@ -467,6 +475,7 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=4)
     ap.add_argument("--max-tokens", type=int, default=192)
     ap.add_argument("--remake-rows", action="store_true")
+    ap.add_argument("--fixture-copies", type=int, default=0, help="rows: N copies of the committed SmolLM2 run")
     ap.add_argument("--only-rows", action="store_true", help="only make the rows (a generate run) and stop")
     ap.add_argument("--concurrency", type=int, default=32, help="requests in flight, both tools")
     ap.add_argument("--arms", type=int, default=4, help="how many of A B B A to run")
