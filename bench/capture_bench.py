@@ -6,7 +6,8 @@ Arms (each over the same rows, after one warm-up batch):
   host (batch 1; what a one-off script does);
 - fleetgen: capture's hooked forward (capture/forward.py: no LM head, stops after the deepest layer) over rows
   batched by length up to --batch-tokens, each row encoded (bf16 or fp8) and, unless --no-write, written as
-  its speculators file whole (temp, fsync, rename), as `fleetgen capture --backend transformers` does.
+  its speculators file whole (temp, fsync, rename), as `fleetgen capture --backend transformers` does; the
+  next batch's forward runs while a writer thread writes the last one's files (--no-write: encode only).
 Rows: --results DIR (a generate output: each record's recorded ids, prompt + completion of its last turn) or
 synthesized ids (--rows N, lengths uniform in [--min-len, --max-len], seeded).
 
@@ -80,15 +81,31 @@ def length_batches(rows: list[list[int]], batch_tokens: int) -> list[list[int]]:
 
 
 def fleetgen(fwd, rows, batch_tokens: int, dtype: str, out: Path | None) -> None:
+    """Forward batch k+1 while a writer thread writes batch k's files (as the backend overlaps them);
+    encoded on the model's device (fp8's scales are a reduction per token), then moved to the host."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from fleetgen.capture.tensors import encode, write_file
 
-    k = 0
-    for batch in length_batches(rows, batch_tokens):
-        for i, hs in zip(batch, fwd([rows[i] for i in batch]), strict=True):
-            tensors = encode(hs, rows[i], dtype)
+    def write(items: list[tuple[int, dict]]) -> None:
+        for k, tensors in items:
+            host = {name: t.to("cpu") for name, t in tensors.items()}
             if out is not None:
-                write_file(out / f"hs_{k}.safetensors", tensors)
-            k += 1
+                write_file(out / f"hs_{k}.safetensors", host)
+
+    k = 0
+    pending = None
+    with ThreadPoolExecutor(1) as writer:
+        for batch in length_batches(rows, batch_tokens):
+            encoded = []
+            for i, hs in zip(batch, fwd([rows[i] for i in batch], to_host=False), strict=True):
+                encoded.append((k, encode(hs, rows[i], dtype)))
+                k += 1
+            if pending is not None:
+                pending.result()  # one batch written at a time: memory stays bounded
+            pending = writer.submit(write, encoded)
+        if pending is not None:
+            pending.result()
 
 
 def main() -> None:

@@ -48,8 +48,9 @@ class HiddenStateForward:
             raise ConfigError(f"layer {self.layers[-1]} is past the model's {len(self.blocks)} layers")
         self.device = next(model.parameters()).device
 
-    def __call__(self, rows: list[list[int]]) -> list[Any]:
-        """Each row's hidden states [seq, layers, hidden] (one forward, rows right-padded)."""
+    def __call__(self, rows: list[list[int]], to_host: bool = True) -> list[Any]:
+        """Each row's hidden states [seq, layers, hidden] (one forward, rows right-padded); on the model's device
+        unless `to_host`."""
         import torch
 
         caught: dict[int, Any] = {}
@@ -83,4 +84,4 @@ class HiddenStateForward:
             for h in handles:
                 h.remove()
         stacked = torch.stack([caught[k] for k in self.layers], dim=2)  # [batch, seq, layers, hidden]
-        return [stacked[i, : len(r)].to("cpu") for i, r in enumerate(rows)]
+        return [stacked[i, : len(r)].to("cpu") if to_host else stacked[i, : len(r)] for i, r in enumerate(rows)]

@@ -63,31 +63,56 @@ class TransformersBackend(Backend):
         self.batch_tokens = batch_tokens
 
     async def outcomes(self, items: Iterable[CaptureItem]) -> AsyncIterator[Outcome]:  # type: ignore[override]
+        """Outcomes batch by batch; the next batch's forward runs (in a thread) while the caller writes this one's
+        files, so the device is not idle during the disk's turn (on an H100 the writes set the pace)."""
         import asyncio
 
         got: dict[int, dict[int, Any]] = {}
         spent: dict[int, float] = {}
         failed: set[int] = set()  # items with a row in a failed batch: their other rows are dropped
-        for batch in batches(items, self.batch_tokens):
+
+        def timed(rows: list[list[int]]) -> tuple[list[Any], float]:
             t0 = time.perf_counter()
-            try:
-                # In a thread: the forward holds no lock the loop needs, and the loop stays free for signals.
-                out = await asyncio.to_thread(self.forward, [it.rows[j].input_ids for it, j in batch])
-            except RuntimeError as e:  # out of memory and kernel errors: the batch's items fail, the run goes on
-                log.warning("forward of %d rows failed: %s", len(batch), e)
-                for it in {id(it): it for it, _ in batch}.values():
-                    got.pop(id(it), None)
-                    if id(it) not in failed:
-                        failed.add(id(it))
-                        yield Failed(it, f"forward failed: {e}")
-                continue
-            share = (time.perf_counter() - t0) / max(1, sum(len(it.rows[j].input_ids) for it, j in batch))
-            for (it, j), hs in zip(batch, out, strict=True):
-                if id(it) in failed:
+            return self.forward(rows), time.perf_counter() - t0
+
+        source = iter(batches(items, self.batch_tokens))
+
+        def start(batch: list[tuple[CaptureItem, int]] | None) -> asyncio.Future | None:
+            if batch is None:
+                return None
+            return asyncio.ensure_future(asyncio.to_thread(timed, [it.rows[j].input_ids for it, j in batch]))
+
+        batch = next(source, None)
+        running = start(batch)
+        try:
+            while batch is not None and running is not None:
+                try:
+                    out, seconds = await running
+                    error = None
+                except RuntimeError as e:  # out of memory and kernel errors: the batch's items fail, the run goes on
+                    out, seconds, error = [], 0.0, e
+                current = batch
+                batch = next(source, None)
+                running = start(batch)  # before this batch's outcomes are written
+                if error is not None:
+                    log.warning("forward of %d rows failed: %s", len(current), error)
+                    for it in {id(it): it for it, _ in current}.values():
+                        got.pop(id(it), None)
+                        if id(it) not in failed:
+                            failed.add(id(it))
+                            yield Failed(it, f"forward failed: {error}")
                     continue
-                rows = got.setdefault(id(it), {})
-                rows[j] = hs
-                spent[id(it)] = spent.get(id(it), 0.0) + share * len(it.rows[j].input_ids)
-                if len(rows) == len(it.rows):
-                    del got[id(it)]
-                    yield Captured(it, [rows[k] for k in range(len(it.rows))], spent.pop(id(it)))
+                share = seconds / max(1, sum(len(it.rows[j].input_ids) for it, j in current))
+                for (it, j), hs in zip(current, out, strict=True):
+                    if id(it) in failed:
+                        continue
+                    rows = got.setdefault(id(it), {})
+                    rows[j] = hs
+                    spent[id(it)] = spent.get(id(it), 0.0) + share * len(it.rows[j].input_ids)
+                    if len(rows) == len(it.rows):
+                        del got[id(it)]
+                        yield Captured(it, [rows[k] for k in range(len(it.rows))], spent.pop(id(it)))
+        finally:
+            if running is not None:
+                running.cancel()
+                await asyncio.gather(running, return_exceptions=True)
