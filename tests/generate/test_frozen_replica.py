@@ -90,9 +90,8 @@ async def test_a_replica_that_never_answered_is_frozen_after_a_bound_set_by_the_
     await asyncio.sleep(0)
     assert all(t.cancelled() for t in tasks)
     assert all(d.freezes.resend(t) for t in tasks), "each cancel is the watch's own: the request is re-sent"
-    assert d._choose(None) is r0, "no more work for the frozen replica"
-    for p in list(d.freezes._probes.values()):
-        p.cancel()
+    assert d.try_acquire() is r0, "no more work for the frozen replica"
+    d.freezes.close()
 
 
 @pytest.mark.parametrize(("old", "bound"), [(8, 3.0), (4, 6.0)])
@@ -116,8 +115,7 @@ async def test_a_replica_that_answered_while_holding_requests_may_be_silent_for_
         d.freezes.check(never)
         assert r1.stats.frozen is frozen and r1.in_rotation is not frozen, at
     assert r1.stats.freezes[-1]["bound_s"] == pytest.approx(bound)
-    for p in list(d.freezes._probes.values()):
-        p.cancel()
+    d.freezes.close()
 
 
 async def test_a_replica_slower_than_the_others_is_judged_by_its_own_pace_when_it_has_one():
@@ -134,8 +132,7 @@ async def test_a_replica_slower_than_the_others_is_judged_by_its_own_pace_when_i
     r1.pace = None  # the same replica with no pace of its own is judged by the fleet's: frozen
     d.freezes.check(never)
     assert not r1.in_rotation and r1.stats.frozen
-    for p in list(d.freezes._probes.values()):
-        p.cancel()
+    d.freezes.close()
 
 
 async def test_when_every_replica_is_silent_it_is_said_once_naming_them_and_none_is_taken_out(caplog):
@@ -182,14 +179,14 @@ async def test_a_frozen_replica_takes_no_work_until_a_probe_answers_then_rejoins
         thawed.set()
 
     d.freezes.check(probe)
-    assert r1.stats.frozen and not r1.in_rotation and d._choose(None) is r0
+    assert r1.stats.frozen and not r1.in_rotation and d.try_acquire() is r0
     r1.stats.outstanding = 0  # its cancelled requests returned their slots (the dispatcher does so)
     await asyncio.wait_for(thawed.wait(), 5)
     await asyncio.sleep(0)
     assert len(tries) == 3 and all(t >= freeze.PROBE_TIMEOUT_MIN_S for t in tries)
     assert r1.in_rotation and not r1.stats.frozen and r1.stats.freezes[-1]["rejoined_at"] == clock.now
     r0.stats.outstanding = 8  # replica 0 full: the rejoined one takes the next request
-    assert d._choose(None) is r1
+    assert d.try_acquire() is r1
 
 
 def run_in_thread(config: GenerateConfig) -> tuple[threading.Thread, dict]:
@@ -327,7 +324,7 @@ def test_status_the_job_file_and_the_metrics_name_a_frozen_replica():
     from fleetgen.cli.fleet import job_line
     from fleetgen.fleet.jobs import JobProgress
     from fleetgen.generate.observe.stats import ReplicaStats, Stats
-    from fleetgen.generate.observe.watch import _frozen
+    from fleetgen.generate.observe.watch import frozen_replicas
     from fleetgen.metrics.collectors import GenerateCollector
 
     clock = Clock()
@@ -337,7 +334,7 @@ def test_status_the_job_file_and_the_metrics_name_a_frozen_replica():
     r1.frozen, r1.freeze_count, r1.resent = True, 1, 8
     r1.freezes.append({"at": 12.0, "silent_s": 2.5, "bound_s": 2.0, "resent": 8})
     clock.now = 20.0
-    frozen = _frozen(stats)
+    frozen = frozen_replicas(stats)
     assert set(frozen) == {"http://h:30001"} and frozen["http://h:30001"].now
     job = JobProgress(
         pid=1,
@@ -358,7 +355,9 @@ def test_status_the_job_file_and_the_metrics_name_a_frozen_replica():
 
     r1.frozen = False
     r1.freezes[-1]["rejoined_at"] = 18.0
-    back = job.model_copy(update={"frozen": _frozen(stats), "updated_at": _frozen(stats)["http://h:30001"].since + 8})
+    back = job.model_copy(
+        update={"frozen": frozen_replicas(stats), "updated_at": frozen_replicas(stats)["http://h:30001"].since + 8}
+    )
     assert "http://h:30001 was frozen 1x, rejoined 0m02s before this report" in job_line(back, True)
 
     r1.frozen = True

@@ -98,7 +98,7 @@ class JobWatch:
                     concurrency="auto" if self.auto else "fixed",
                     limits=_limits(s),
                     stalled=_stalled(s),
-                    frozen=_frozen(s),
+                    frozen=frozen_replicas(s),
                 ),
             )
         except OSError:
@@ -127,7 +127,7 @@ def _stalled(s: Stats) -> dict[str, int]:
     return out
 
 
-def _frozen(s: Stats) -> dict[str, FrozenReplica]:
+def frozen_replicas(s: Stats) -> dict[str, FrozenReplica]:
     """Per endpoint declared frozen in this run (freeze.py): now or not, how often, when (Unix times)."""
     to_unix = time.time() - s.clock()
     out: dict[str, FrozenReplica] = {}
