@@ -19,7 +19,8 @@ SMOLLM2_LAYERS = 30
 FLEET_LAYERS = sorted(set(resolve_layers("eagle3", SMOLLM2_LAYERS)) | set(resolve_layers("dflash", SMOLLM2_LAYERS)))
 
 
-@pytest.fixture(scope="session")
+# One module uses it: module scope frees its two replicas (~9 GB) for the rest of the session.
+@pytest.fixture(scope="module")
 def capture_fleet(tmp_path_factory) -> FleetState:
     reuse = os.environ.get("FLEETGEN_TEST_CAPTURE_FLEET")
     if reuse:
