@@ -9,9 +9,10 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 
-from fleetgen.fleet import FleetConfig, FleetState, up
+from fleetgen.fleet import FleetConfig, FleetState, down, read_state, up
 
 
 def free_port_base(count: int, start: int = 20000) -> int:
@@ -51,6 +52,25 @@ def has_tool_parser(fleet: FleetState) -> bool:
     return all(
         "--tool-call-parser" in r.command and str(TOOL_TEMPLATE.name) in " ".join(r.command) for r in fleet.replicas
     )
+
+
+def shared_fleet(tmp_path_factory, reuse_env: str, name: str, settings) -> Iterator[FleetState]:
+    """A fixture's fleet: the one $reuse_env names (neither started nor stopped), else two replicas started
+    with `settings(tmp_path_factory)` and stopped after; skipped, saying why, where the engine cannot run."""
+    reuse = os.environ.get(reuse_env)
+    if reuse:
+        yield read_state(Path(reuse))
+        return
+    why = engine_available()
+    if why:
+        import pytest
+
+        pytest.skip(f"real engine unavailable: {why}")
+    state_dir = tmp_path_factory.mktemp(name)
+    try:
+        yield start_fleet(state_dir, replicas=2, **settings(tmp_path_factory))
+    finally:
+        down(state_dir, grace_s=10)
 
 
 def start_fleet(state_dir: Path, replicas: int, **overrides) -> FleetState:
