@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 bash scripts/setup-dev.sh
 # Lint first (rules in pyproject's [tool.ruff]): a finding fails the run before the 20 minutes of tests.
 .venv/bin/ruff check .
-exec .venv/bin/python -m pytest -ra --timeout=900 "$@" tests
+exec .venv/bin/python -m pytest -ra --durations=40 --timeout=900 "$@" tests

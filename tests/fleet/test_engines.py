@@ -10,6 +10,8 @@ from fleetgen.errors import ConfigError
 from fleetgen.fleet.config import FleetConfig
 from fleetgen.fleet.devices import cpu_shares, gpu_groups
 from fleetgen.fleet.engines import Phase, ReplicaSpec, get_engine
+from fleetgen.fleet.engines import vllm as vllm_engine
+from fleetgen.fleet.engines.cpu_dtype import bf16_is_slow, cpu_flags
 from fleetgen.fleet.local import LocalBackend
 from fleetgen.fleet.probe import compare_configs
 from fleetgen.fleet.replica_plan import plan_replicas
@@ -291,3 +293,23 @@ def test_real_vllm_cpu_narrows_its_metrics_page_to_the_load_lines(cpu_fleet):
     m = eng.parse_load(narrow)
     assert m.running is not None and m.waiting is not None and m.kv_cache_usage is not None
     assert m.preemptions_total is not None and m.generation_tokens_total is not None
+
+
+def test_cpu_flags_reads_the_flags_line_and_avx2_only_makes_bf16_slow():
+    avx2 = "processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu sse2 avx avx2 fma\n"
+    avx512 = "processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512bw avx512_bf16\n"
+    assert cpu_flags(avx2) == {"fpu", "sse2", "avx", "avx2", "fma"}
+    assert bf16_is_slow(cpu_flags(avx2))
+    assert not bf16_is_slow(cpu_flags(avx512))
+    assert not bf16_is_slow(cpu_flags("no flags here"))  # an unknown CPU keeps the model's dtype
+
+
+def test_vllm_cpu_runs_float32_where_bf16_is_slow_unless_a_dtype_is_given(monkeypatch):
+    eng = get_engine("vllm")
+    monkeypatch.setattr(vllm_engine, "host_bf16_is_slow", lambda: True)
+    assert flag(eng.command(spec(), "py"), "--dtype") == "float32"
+    assert "--dtype" not in eng.command(spec(gpus=(0,)), "py")
+    given = eng.command(spec(extra_args=("--dtype=bfloat16",)), "py")
+    assert "float32" not in given and given[-1] == "--dtype=bfloat16"
+    monkeypatch.setattr(vllm_engine, "host_bf16_is_slow", lambda: False)
+    assert "--dtype" not in eng.command(spec(), "py")

