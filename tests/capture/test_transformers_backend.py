@@ -111,3 +111,44 @@ def test_a_partial_file_left_by_a_crash_is_never_counted(tmp_path, tokenizer):
     assert sorted(p.name for p in hs.iterdir()) == [f"hs_{i}.safetensors" for i in range(3)]
     for i in range(3):
         assert read_file(hs / f"hs_{i}.safetensors")["hidden_states"].shape[1] == 4
+
+
+def test_a_cancel_stops_a_forward_running_in_a_thread_at_its_next_layer(model):
+    """Ctrl-C during capture: the batch in the forward thread must not run to its end first."""
+    import threading
+
+    from fleetgen.capture.forward import ForwardCancelled, HiddenStateForward
+
+    fwd = HiddenStateForward(model, [2, 15, 27, 30])
+    entered, release = threading.Event(), threading.Event()
+    later_layers: list[int] = []
+
+    def hold(*_):
+        entered.set()
+        release.wait(60)
+
+    h0 = model.model.layers[0].register_forward_hook(hold)
+    h1 = model.model.layers[1].register_forward_hook(lambda *_: later_layers.append(1))
+    outcome: list[BaseException | None] = []
+
+    def run():
+        try:
+            fwd([[1, 2, 3, 4]])
+            outcome.append(None)
+        except BaseException as e:  # noqa: BLE001 - what the thread raised is the result
+            outcome.append(e)
+
+    t = threading.Thread(target=run)
+    try:
+        t.start()
+        assert entered.wait(60)
+        fwd.cancel()
+        release.set()
+        t.join(60)
+    finally:
+        h0.remove()
+        h1.remove()
+    assert isinstance(outcome[0], ForwardCancelled)
+    assert later_layers == []  # layer 0 finished, layer 1 never ran
+    # its hooks went with it: another forward over the same model runs to the end
+    assert HiddenStateForward(model, [2, 30])([[1, 2, 3, 4]])[0].shape == (4, 2, 576)

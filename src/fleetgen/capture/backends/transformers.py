@@ -114,5 +114,6 @@ class TransformersBackend(Backend):
                         yield Captured(it, [rows[k] for k in range(len(it.rows))], spent.pop(id(it)))
         finally:
             if running is not None:
+                self.forward.cancel()  # a thread cannot be cancelled: its forward stops at the next layer
                 running.cancel()
                 await asyncio.gather(running, return_exceptions=True)
