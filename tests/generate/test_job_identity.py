@@ -39,7 +39,8 @@ HOW_FIELDS = {
     "stop_grace_s",
     "commit_interval_s",
     "stall_factor",
-    "stall_floor_s",  # when a request is re-sent: the answer is the same job's
+    "stall_floor_s",
+    "freeze_factor",  # when a request is re-sent: the answer is the same job's
     "metrics_port",
     "metrics_host",
     "metrics_allow_remote",
