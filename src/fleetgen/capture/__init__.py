@@ -13,6 +13,7 @@ _EXPORTS = {
     "capture": "fleetgen.capture.run",
     "capture_engine_args": "fleetgen.capture.fleet_args",
     "resolve_layers": "fleetgen.capture.layers",
+    "write_specforge": "fleetgen.capture.specforge",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -22,5 +23,6 @@ if TYPE_CHECKING:
     from fleetgen.capture.fleet_args import capture_engine_args
     from fleetgen.capture.layers import resolve_layers
     from fleetgen.capture.run import CaptureSummary, capture
+    from fleetgen.capture.specforge import write_specforge
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -51,6 +51,11 @@ class CaptureConfig(StrictModel):
     concurrency: int = Field(8, ge=1, description="vllm: rows in flight per replica.")
     max_length: int | None = Field(None, ge=16, description="Skip (as failed) rows longer than this many tokens.")
     limit: int | None = Field(None, ge=1, description="Capture at most this many result records in this run.")
+    specforge: bool = Field(
+        False,
+        description="Also write SpecForge 0.2.0's offline layout under OUT/specforge (data_{i}.ckpt: the post-norm "
+        "final state and the 3 aux layers; eagle3 layers only).",
+    )
     force: bool = Field(
         False, description="Start even if the disk looks too small, or the output holds another capture's files."
     )
@@ -68,6 +73,13 @@ class CaptureConfig(StrictModel):
     def _source(self) -> CaptureConfig:
         if self.backend == "vllm" and not self.fleet and not self.endpoints:
             raise ValueError("backend vllm needs a capture fleet (--fleet STATE_DIR) or --endpoint URL")
+        if self.specforge and self.layers.strip().lower() != "eagle3":
+            from fleetgen.errors import ConfigError
+
+            raise ConfigError(
+                f"--specforge: SpecForge's offline EAGLE-3 layout needs --layers eagle3, not {self.layers!r}",
+                hint="capture with --layers eagle3 (into another -o) for SpecForge, or leave out --specforge",
+            )
         if self.backend == "transformers" and not self.model and not self.fleet:
             raise ValueError("backend transformers needs --model PATH")
         return self

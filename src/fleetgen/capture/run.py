@@ -4,7 +4,8 @@ The run: resolve the model and layers, write or check capture.json, read the jou
 check the disk holds the rest, then stream the records not yet done through the backend. One writer
 (this loop) writes each row's file whole (temp, fsync, rename) at the next free index, then appends
 the record's journal line: a kill before the line leaves a file the next run overwrites, never one
-it counts. At the end the Arrow dataset is rewritten from the journal, so row i is hs_i.
+it counts. At the end the Arrow dataset is rewritten from the journal, so row i is hs_i (and, with --specforge,
+SpecForge's layout is written from them: capture/specforge.py).
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ class CaptureSummary:
     seconds: float = 0.0
     stopped: str | None = None  # why the run ended early (disk margin); None when it went through
     total_captured: int = 0
+    specforge_written: int = 0  # --specforge: OUT/specforge files this run wrote (the others were already whole)
+    specforge_kept: int = 0
     failures: dict[str, int] = field(default_factory=dict)
 
     def counters(self) -> dict[str, Any]:
@@ -234,6 +237,12 @@ class CaptureRun:
                 self.journal.event("end", **summary.counters())
             self.finish_dataset(source.tokenizer)
             _clean_leftovers(self.out, self.journal.next_index)
+            if cfg.specforge:  # from the journal, files and dataset just written: every journaled row
+                from fleetgen.capture.specforge import write_specforge
+
+                sf = write_specforge(self.out, source.model_path)
+                summary.specforge_written, summary.specforge_kept = sf.written, sf.kept
+                summary.stopped = summary.stopped or sf.stopped
             return summary
         finally:
             os.close(fd)

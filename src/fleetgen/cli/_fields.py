@@ -24,6 +24,7 @@ FIELDS = {
         'concurrency': (8, 'vllm: rows in flight per replica.', ()),
         'max_length': (None, 'Skip (as failed) rows longer than this many tokens.', ()),
         'limit': (None, 'Capture at most this many result records in this run.', ()),
+        'specforge': (False, "Also write SpecForge 0.2.0's offline layout under OUT/specforge (data_{i}.ckpt: the post-norm final state and the 3 aux layers; eagle3 layers only).", ()),
         'force': (False, "Start even if the disk looks too small, or the output holds another capture's files.", ()),
         'api_key': (None, 'API key of the capture servers.', ()),
     },

@@ -32,6 +32,7 @@ def cmd_capture(
     concurrency: Annotated[int, typer.Option(help=_h(C, "concurrency"))] = _d(C, "concurrency"),
     max_length: Annotated[int | None, typer.Option(help=_h(C, "max_length"))] = _d(C, "max_length"),
     limit: Annotated[int | None, typer.Option(help=_h(C, "limit"))] = _d(C, "limit"),
+    specforge: Annotated[bool, typer.Option("--specforge", help=_h(C, "specforge"))] = _d(C, "specforge"),
     force: Annotated[bool, typer.Option("--force", help=_h(C, "force"))] = _d(C, "force"),
     api_key: Annotated[
         str | None, typer.Option(envvar="FLEETGEN_API_KEY", show_envvar=True, help=_h(C, "api_key"))
@@ -61,6 +62,7 @@ def cmd_capture(
         "concurrency": concurrency,
         "max_length": max_length,
         "limit": limit,
+        "specforge": specforge,
         "force": force,
         "api_key": api_key,
     }
@@ -95,6 +97,11 @@ def cmd_capture(
         console.print(f"  failed: {reason}: {n}")
     if s.stopped:
         console.print(f"[yellow]stopped early: {s.stopped}; run the same command again to resume[/]")
+    if cfg.specforge:
+        console.print(
+            f"specforge: wrote {s.specforge_written} files ({s.specforge_kept} already whole) "
+            f"in {s.output / 'specforge'}"
+        )
     console.print(f"hidden states: {s.output}")
 
 
