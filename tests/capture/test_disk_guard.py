@@ -91,3 +91,22 @@ def test_a_filling_disk_stops_between_files_and_a_resume_finishes_each_row_once(
     md = build_report(results, dest=tmp_path / "report", tokenizer="/nonexistent", captures=[out]).read_text()
     assert "| captured (id, sample) of the result rows | 6 of 6 (100.0%) |" in md
     assert "| stopped: free disk space fell under the margin |" in md
+
+
+def test_the_disk_check_counts_the_specforge_files_too(results, tmp_path, monkeypatch):
+    """--specforge writes each row again (4 bf16 layers a token): a disk that holds only the capture is not enough."""
+    asked: list[int] = []
+
+    class Checked(Exception):
+        pass
+
+    def check_disk(path, needed, *, force, margin=MARGIN):
+        asked.append(needed)
+        raise Checked  # the check is all this test needs; no forward runs
+
+    monkeypatch.setattr(storage, "check_disk", check_disk)
+    for k, specforge in enumerate((False, True)):
+        with pytest.raises(Checked):
+            _capture(results, tmp_path / f"cap{k}", specforge=specforge)
+    alone, with_specforge = asked
+    assert 1.9 * alone < with_specforge < 2.1 * alone  # eagle3 bf16 is 4 layers too: about the same again

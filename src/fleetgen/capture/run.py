@@ -222,7 +222,12 @@ class CaptureRun:
                 source.hidden_size, len(source.layers), cfg.dtype, tokens=summary.planned_tokens, rows=records
             )
             log.info("storage: %s", storage.storage_line(est, cfg.layers))
-            storage.check_disk(self.out, est.total, force=cfg.force)
+            needed = est.total
+            if cfg.specforge:  # its files again: 4 bf16 layers a token (3 aux + the final state) and the ids
+                sf = storage.estimate(source.hidden_size, 4, "bf16", tokens=summary.planned_tokens, rows=records)
+                log.info("storage: %s", storage.storage_line(sf, "specforge"))
+                needed += sf.total
+            storage.check_disk(self.out, needed, force=cfg.force)
             self.journal.event(
                 "start", backend=cfg.backend, already=summary.already, planned_tokens=summary.planned_tokens
             )
