@@ -46,12 +46,27 @@ if spec and spec.submodule_search_locations:
     loc = list(spec.submodule_search_locations)[0]
     out["location"] = loc
     out["arch_dirs"] = sorted(n for n in os.listdir(loc) if re.fullmatch(r"sm\\d+[a-z]?", n))
+    if top == "vllm" and os.path.exists(os.path.join(loc, "_C_AVX2.abi3.so")):
+        # vLLM's x86 CPU build: _C needs AVX-512 BF16 (an illegal instruction elsewhere); it loads the
+        # library this CPU can run, as vllm/platforms/cpu.py import_kernels does.
+        flags = set()
+        try:
+            flags = set(next(l for l in open("/proc/cpuinfo") if l.startswith("flags")).split(":", 1)[1].split())
+        except (OSError, StopIteration):
+            pass
+        if "avx512f" not in flags:
+            mod = "vllm._C_AVX2"
+        elif "avx512_bf16" not in flags:
+            mod = "vllm._C_AVX512"
+out["module"] = mod
 try:
     importlib.import_module(mod)
     out["ok"] = True
 except BaseException as e:
-    out["ok"] = False
-    out["error"] = type(e).__name__ + ": " + str(e)
+    # A library named apart from its module (vllm._C_AVX2 holds module _C) loads, then says so: vLLM ignores it.
+    out["ok"] = "does not define module export function" in str(e)
+    if not out["ok"]:
+        out["error"] = type(e).__name__ + ": " + str(e)
 sys.stdout.write({JSON_MARKER!r} + json.dumps(out) + "\\n")
 """
 
@@ -73,7 +88,7 @@ def probe_kernels(host: Host, engine: str) -> KernelProbe:
     if "probe_error" in got:
         return KernelProbe(module=module, error=got["probe_error"])
     return KernelProbe(
-        module=module,
+        module=got.get("module", module),
         ok=got.get("ok", False),
         error=got.get("error"),
         versions=got.get("versions", {}),
@@ -195,7 +210,8 @@ def check_kernels(
     torch_version: str | None,
     torch_cuda: tuple[int, int] | None,
 ) -> Check:
-    module, dists, extra = KERNEL_MODULES[engine]
+    _, dists, extra = KERNEL_MODULES[engine]
+    module = probe.module  # vLLM's CPU build: the library this CPU runs (vllm._C_AVX2 on AVX2 only)
     cid = f"kernels.{engine}"
     ev: dict[str, object] = {
         "module": module,
