@@ -151,7 +151,7 @@ def test_seeded_requests_under_load_keep_the_cpu_engine_alive_and_reproduce(cpu_
                     assert r.status == 200, await r.text()
                     return (await r.json())["choices"][0]["message"]["content"]
 
-            texts = await asyncio.gather(*(one(i, 1000 + i) for i in range(120)))
+            texts = await asyncio.gather(*(one(i, 1000 + i) for i in range(48)))
             again = await one(3, 1003)
             return texts, again
 

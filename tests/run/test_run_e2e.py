@@ -123,7 +123,7 @@ def test_replica_killed_during_run_is_restarted_and_nothing_is_lost(tmp_path):
     # The job is held open until the restart is seen: the survivor is frozen (SIGSTOP of its process
     # group) before the victim is killed, and thawed once the log says the victim is back. Before, the
     # survivor could finish every row while the victim restarted, and the run ended with no restart line.
-    job = write_job(tmp_path, total=120, samples=2, max_tokens=96)
+    job = write_job(tmp_path, total=60, samples=2, max_tokens=48)
     spec = yaml.safe_load(job.read_text())
     spec["hang_timeout_s"] = 900  # the frozen survivor answers no health check: it must not be restarted too
     job.write_text(yaml.safe_dump(spec))
